@@ -1,0 +1,213 @@
+//! The Redis backend: leases as `SET PX` keys, owner-checked scripts, tokens
+//! from the server clock, releases published on a per-lock channel.
+
+mod pubsub;
+mod scripts;
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+
+use self::pubsub::Hub;
+use self::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
+use super::{Attempt, Backend, BoxFuture, ReleaseSignal};
+use crate::error::StoreError;
+use crate::keys::StoredKeys;
+use crate::token::FencingToken;
+
+/// Default bound on one store request (and on connecting).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Leases in Redis (standalone, or any connection that implements redis-rs'
+/// async `ConnectionLike`, such as a cluster connection).
+///
+/// Commands go over one auto-reconnecting multiplexed connection
+/// ([`ConnectionManager`]); release notifications over one shared pub/sub
+/// connection. Every request is bounded by the timeout: a request that runs
+/// out of it may have been applied, and the error says so.
+pub struct RedisBackend<C = ConnectionManager> {
+    connection: C,
+    hub: Option<Hub>,
+    timeout: Duration,
+    description: String,
+}
+
+impl RedisBackend<ConnectionManager> {
+    /// Connects to the server at `url` (`redis://host:port/db`,
+    /// `rediss://...`, `redis+unix:///path`), bounding connects and requests
+    /// by `timeout`.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(|err| StoreError::new(err, false))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(timeout);
+        let connect = ConnectionManager::new_with_config(client.clone(), config);
+        let connection = tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| StoreError::new(format!("could not connect within {timeout:?}"), false))?
+            .map_err(|err| StoreError::new(err, false))?;
+        let description = format!("redis {}", client.get_connection_info().addr());
+        Ok(RedisBackend {
+            connection,
+            hub: Some(Hub::new(client, timeout)),
+            timeout,
+            description,
+        })
+    }
+}
+
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A backend over an existing connection. `pubsub` is the client that
+    /// opens the release-notification connection; without it waiters poll
+    /// at the holder's remaining TTL.
+    pub fn with_connection(connection: C, pubsub: Option<redis::Client>, timeout: Duration) -> Self {
+        RedisBackend {
+            connection,
+            hub: pubsub.map(|client| Hub::new(client, timeout)),
+            timeout,
+            description: "redis".to_owned(),
+        }
+    }
+
+    /// Runs `request` on a clone of the connection within the timeout.
+    async fn bounded<T, F, Fut>(&self, request: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(C) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        match tokio::time::timeout(self.timeout, request(self.connection.clone())).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(StoreError::timed_out(self.timeout)),
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl<C> Backend for RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
+        Box::pin(async move {
+            let (acquired, value): (i64, i64) = self
+                .bounded(|mut conn| async move {
+                    ACQUIRE_SCRIPT
+                        .key(&keys.lease)
+                        .key(&keys.fence)
+                        .arg(owner)
+                        .arg(millis(ttl))
+                        .invoke_async(&mut conn)
+                        .await
+                })
+                .await?;
+            Ok(if acquired == 1 {
+                Attempt::Acquired(FencingToken::new(value.max(0) as u64))
+            } else {
+                Attempt::Held {
+                    // PTTL is -1 for a key without expiry (not ours).
+                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
+                }
+            })
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let renewed: i64 = self
+                .bounded(|mut conn| async move {
+                    RENEW_SCRIPT
+                        .key(&keys.lease)
+                        .key(&keys.fence)
+                        .arg(owner)
+                        .arg(millis(ttl))
+                        .invoke_async(&mut conn)
+                        .await
+                })
+                .await?;
+            Ok(renewed == 1)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let released: i64 = self
+                .bounded(|mut conn| async move {
+                    RELEASE_SCRIPT
+                        .key(&keys.lease)
+                        .key(&keys.fence)
+                        .arg(owner)
+                        .arg(&keys.channel)
+                        .invoke_async(&mut conn)
+                        .await
+                })
+                .await?;
+            Ok(released == 1)
+        })
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
+        Box::pin(async move {
+            match &self.hub {
+                Some(hub) => hub.subscribe(&keys.channel).await,
+                None => Err(StoreError::new(
+                    "no pub/sub client configured; waiting falls back on the lease TTL",
+                    false,
+                )),
+            }
+        })
+    }
+
+    fn confirm_replicas(
+        &self,
+        wanted: usize,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<usize, StoreError>> {
+        Box::pin(async move {
+            // WAIT holds this connection for up to `timeout`: bound it on
+            // top of the request timeout.
+            let bound = self.timeout + timeout;
+            let request = async {
+                let mut conn = self.connection.clone();
+                redis::cmd("WAIT")
+                    .arg(wanted)
+                    .arg(millis(timeout))
+                    .query_async::<usize>(&mut conn)
+                    .await
+            };
+            match tokio::time::timeout(bound, request).await {
+                Ok(confirmed) => Ok(confirmed?),
+                Err(_) => Err(StoreError::timed_out(bound)),
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}

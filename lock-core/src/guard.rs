@@ -1,0 +1,240 @@
+//! [`LockGuard`]: a held lease.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::error::{LockError, LossReason, Operation};
+use crate::lease::{Lease, Status};
+use crate::scope;
+use crate::token::FencingToken;
+
+/// A held lock: a lease in the store, kept alive by a watchdog while the
+/// guard lives.
+///
+/// - [`token`](Self::token): the fencing token to pass to every write.
+/// - [`lost`](Self::lost) / [`is_held`](Self::is_held): a lease can end
+///   before the guard does (store down, process paused past the lease,
+///   someone deleted the key); the guard says so instead of hiding it.
+/// - [`release`](Self::release): gives the lock back and reports how the
+///   lease ended. Dropping the guard also releases, in the background on the
+///   current Tokio runtime (the TTL is the last resort without one).
+/// - [`scope`](Self::scope): runs a future as this lock's holder, so that
+///   nested acquires of the same key are reentrant and
+///   [`FencingToken::current`] works.
+///
+/// ```
+/// use lock_core::Locker;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let locker = Locker::memory();
+/// let guard = locker.lock("order:42").ttl(Duration::from_secs(10)).await?;
+/// let token = guard.token();
+/// tokio::select! {
+///     _ = async { /* write_with(token).await */ } => {}
+///     lost = guard.lost() => return Err(lost),
+/// }
+/// guard.release().await?;
+/// # let _ = token;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "dropping a LockGuard releases the lock at once"]
+pub struct LockGuard {
+    lease: Arc<Lease>,
+    role: Role,
+}
+
+enum Role {
+    /// This guard took the lease; it renews and releases it.
+    Owner {
+        watchdog: Option<AbortHandle>,
+        released: bool,
+    },
+    /// A nested acquire inside the owner's scope; releasing it does nothing.
+    Reentrant,
+}
+
+impl LockGuard {
+    pub(crate) fn owner(lease: Arc<Lease>, watchdog: AbortHandle) -> Self {
+        LockGuard {
+            lease,
+            role: Role::Owner {
+                watchdog: Some(watchdog),
+                released: false,
+            },
+        }
+    }
+
+    pub(crate) fn reentrant(lease: Arc<Lease>) -> Self {
+        LockGuard {
+            lease,
+            role: Role::Reentrant,
+        }
+    }
+
+    /// The fencing token minted for this acquisition.
+    pub fn token(&self) -> FencingToken {
+        self.lease.token
+    }
+
+    /// The user key, as given to [`Locker::lock`](crate::Locker::lock).
+    pub fn key(&self) -> &str {
+        &self.lease.keys.user
+    }
+
+    /// Whether this guard took the lease itself (`false` for a reentrant
+    /// acquire inside a scope that already held it).
+    pub fn is_reentrant(&self) -> bool {
+        matches!(self.role, Role::Reentrant)
+    }
+
+    /// Whether the lease is still held: not lost, not released, and within
+    /// its local deadline. Reads the clock, so it turns `false` at the
+    /// deadline even if the watchdog has not run yet (a paused process).
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Time left until the local deadline, unless renewed before (zero once
+    /// passed or lost).
+    pub fn expires_in(&self) -> Duration {
+        if self.lease.status() != Status::Held {
+            return Duration::ZERO;
+        }
+        self.lease.deadline().saturating_duration_since(Instant::now())
+    }
+
+    /// A future that resolves with [`LockError::Lost`] when the lease is
+    /// lost: its deadline passed without a confirmed renewal, the store
+    /// named another owner, or the maximum hold time ran out. It never
+    /// resolves if the lease is released. It does not borrow the guard, so
+    /// it can race the critical section in a `select!`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
+        self.lease.lost()
+    }
+
+    /// Runs `body` as the holder of this lock: inside it,
+    /// [`FencingToken::current`] returns this token and acquiring the same
+    /// key through the same Locker is reentrant (granted at once, same
+    /// token, released only by this guard).
+    ///
+    /// ```
+    /// use lock_core::{FencingToken, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.lock("order:42").await?;
+    /// guard.scope(async {
+    ///     assert_eq!(FencingToken::current(), Some(guard.token()));
+    ///     let nested = locker.lock("order:42").await?; // reentrant, no deadlock
+    ///     assert_eq!(nested.token(), guard.token());
+    ///     Ok::<_, lock_core::LockError>(())
+    /// }).await?;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn scope<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+        scope::enter(Arc::clone(&self.lease), body)
+    }
+
+    /// Releases the lock: stops the watchdog, removes the lease if this
+    /// acquisition still owns it, and wakes the waiters.
+    ///
+    /// Returns [`LockError::Lost`] if the lease had been lost (the critical
+    /// section may have overlapped another holder: fenced writes catch
+    /// that), and never removes another owner's lock. A reentrant guard
+    /// releases nothing.
+    ///
+    /// # Cancel safety
+    /// If the returned future is dropped before it completes, the guard is
+    /// dropped with it and the release goes on in the background.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        let lease = Arc::clone(&self.lease);
+        let Role::Owner { watchdog, released } = &mut self.role else {
+            return match lease.status() {
+                Status::Lost(reason) => Err(lease.lost_error(reason)),
+                _ => Ok(()),
+            };
+        };
+        if let Some(watchdog) = watchdog.take() {
+            watchdog.abort();
+        }
+        let locally_lost = match lease.status() {
+            Status::Lost(reason) => Some(reason),
+            _ if Instant::now() >= lease.deadline() => Some(LossReason::NotRenewedInTime),
+            _ => None,
+        };
+        let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
+        *released = true;
+        lease.mark_released();
+        lease.free_slot();
+        tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released");
+        match (locally_lost, outcome) {
+            (Some(reason), _) => Err(lease.lost_error(reason)),
+            (None, Ok(true)) => Ok(()),
+            (None, Ok(false)) => Err(lease.lost_error(LossReason::OwnerChanged)),
+            (None, Err(err)) => Err(LockError::unavailable(
+                &lease.keys.user,
+                Operation::Release,
+                err,
+            )),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Role::Owner { watchdog, released } = &mut self.role else {
+            return;
+        };
+        if let Some(watchdog) = watchdog.take() {
+            watchdog.abort();
+        }
+        if *released {
+            return;
+        }
+        release_in_background(Arc::clone(&self.lease));
+    }
+}
+
+/// Releases `lease` on the current runtime, keeping its local slot until
+/// the store has answered; without a runtime the slot is freed now and the
+/// lease runs out at its TTL.
+pub(crate) fn release_in_background(lease: Arc<Lease>) {
+    lease.mark_released();
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
+                tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released in the background");
+                lease.free_slot();
+            });
+        }
+        Err(_) => {
+            tracing::warn!(key = %lease.keys.user, "guard dropped outside a Tokio runtime; the lease ends at its TTL");
+            lease.free_slot();
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.lease.keys.user)
+            .field("token", &self.lease.token)
+            .field("held", &self.is_held())
+            .field("reentrant", &self.is_reentrant())
+            .finish()
+    }
+}

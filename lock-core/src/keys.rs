@@ -1,0 +1,152 @@
+//! User keys: validation, escaping and the stored keys of one lock.
+//!
+//! A user key such as `order:42` becomes, under namespace `lock`:
+//!
+//! ```text
+//! lock:{order:42}:lease      owner value of the current lease (PX ttl)
+//! lock:{order:42}:fence      newest token minted (expires once the clock passes it)
+//! lock:{order:42}:released   pub/sub channel, one message per release
+//! ```
+//!
+//! The braces are a Redis Cluster hash tag, so all three land in one slot.
+//! Every byte of the user key outside `[A-Za-z0-9-_.:/@=+,;]` is written as
+//! `%XX`, so `{`, `}`, glob characters (`* ? [ ] \`), whitespace, CRLF and
+//! NUL can neither move the key to another slot, nor widen a `SCAN` or ACL
+//! pattern, nor make two user keys collide (the escaping is injective).
+
+use crate::error::LockError;
+
+/// Longest accepted user key, in bytes.
+pub const MAX_KEY_LEN: usize = 512;
+
+/// Longest accepted namespace, in bytes.
+pub const MAX_NAMESPACE_LEN: usize = 64;
+
+/// The stored names of one lock in the store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StoredKeys {
+    /// The user key, as given.
+    pub user: String,
+    /// The lease key (holds the owner value).
+    pub lease: String,
+    /// The token record (holds the newest token).
+    pub fence: String,
+    /// The channel a release is published on.
+    pub channel: String,
+}
+
+impl StoredKeys {
+    /// Validates `user` and lays out its stored keys under `namespace`.
+    pub fn new(namespace: &str, user: &str) -> Result<Self, LockError> {
+        validate(user)?;
+        let base = format!("{namespace}:{{{}}}", escape(user));
+        Ok(StoredKeys {
+            user: user.to_owned(),
+            lease: format!("{base}:lease"),
+            fence: format!("{base}:fence"),
+            channel: format!("{base}:released"),
+        })
+    }
+}
+
+fn validate(user: &str) -> Result<(), LockError> {
+    let reason = if user.is_empty() {
+        "the key is empty; derive it from the resource, e.g. `order:42`".to_owned()
+    } else if user.len() > MAX_KEY_LEN {
+        format!(
+            "the key is {} bytes, longer than the limit of {MAX_KEY_LEN}; use a short id of \
+             the resource (or a hash of it) as the key",
+            user.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidKey {
+        key: LockError::shown(user),
+        reason,
+    })
+}
+
+/// Checks a namespace: it is written into every stored key unescaped, so it
+/// must be plain.
+pub(crate) fn validate_namespace(namespace: &str) -> Result<(), LockError> {
+    let plain = namespace
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'));
+    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_LEN || !plain {
+        return Err(LockError::invalid_config(
+            "namespace",
+            format!(
+                "`{}` must be 1 to {MAX_NAMESPACE_LEN} characters of `A-Za-z0-9-_.:/`",
+                LockError::shown(namespace)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn is_plain(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric()
+        || matches!(
+            byte,
+            b'-' | b'_' | b'.' | b':' | b'/' | b'@' | b'=' | b'+' | b',' | b';'
+        )
+}
+
+/// Percent-escapes every byte that is not plain (including `%` itself).
+fn escape(user: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(user.len());
+    for byte in user.bytes() {
+        if is_plain(byte) {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_keys_stay_readable() {
+        let keys = StoredKeys::new("lock", "order:42").unwrap();
+        assert_eq!(keys.lease, "lock:{order:42}:lease");
+        assert_eq!(keys.fence, "lock:{order:42}:fence");
+        assert_eq!(keys.channel, "lock:{order:42}:released");
+    }
+
+    #[test]
+    fn hostile_bytes_are_escaped() {
+        let keys = StoredKeys::new("lock", "a{b}*?[x]\\\r\n\0%").unwrap();
+        assert_eq!(keys.lease, "lock:{a%7Bb%7D%2A%3F%5Bx%5D%5C%0D%0A%00%25}:lease");
+    }
+
+    #[test]
+    fn escaping_is_injective_on_near_misses() {
+        let a = StoredKeys::new("lock", "%7B").unwrap();
+        let b = StoredKeys::new("lock", "{").unwrap();
+        assert_ne!(a.lease, b.lease);
+    }
+
+    #[test]
+    fn empty_and_oversized_keys_are_refused() {
+        assert!(matches!(
+            StoredKeys::new("lock", ""),
+            Err(LockError::InvalidKey { .. })
+        ));
+        let huge = "k".repeat(1 << 20);
+        let err = StoredKeys::new("lock", &huge).unwrap_err();
+        assert!(err.to_string().contains("1048576 bytes"), "{err}");
+    }
+
+    #[test]
+    fn namespaces_must_be_plain() {
+        assert!(validate_namespace("lock").is_ok());
+        assert!(validate_namespace("app{x}").is_err());
+        assert!(validate_namespace("").is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! The state one acquisition shares between its guard, its watchdog and the
+//! task-local scope: deadline, loss signal, and the process-local slot.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::Backend;
+use crate::error::{LockError, LossReason};
+use crate::keys::StoredKeys;
+use crate::token::FencingToken;
+use crate::waiting::LocalSlot;
+
+/// Where a lease stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    Held,
+    Lost(LossReason),
+    Released,
+}
+
+pub(crate) struct Lease {
+    pub(crate) locker_id: u64,
+    pub(crate) keys: StoredKeys,
+    pub(crate) owner: String,
+    pub(crate) token: FencingToken,
+    pub(crate) ttl: Duration,
+    pub(crate) backend: Arc<dyn Backend>,
+    deadline: Mutex<Instant>,
+    status: watch::Sender<Status>,
+    slot: Mutex<Option<LocalSlot>>,
+}
+
+/// The margin kept off a lease's local deadline for clock drift between
+/// this host and the store (RedLock's 1% + 2 ms).
+pub(crate) fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// The local deadline of a lease of `ttl` whose request was sent at `sent`.
+pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
+}
+
+/// What a new lease is made of.
+pub(crate) struct LeaseParts {
+    pub(crate) locker_id: u64,
+    pub(crate) keys: StoredKeys,
+    pub(crate) owner: String,
+    pub(crate) token: FencingToken,
+    pub(crate) ttl: Duration,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) deadline: Instant,
+    pub(crate) slot: Option<LocalSlot>,
+}
+
+impl Lease {
+    pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
+        Arc::new(Lease {
+            locker_id: parts.locker_id,
+            keys: parts.keys,
+            owner: parts.owner,
+            token: parts.token,
+            ttl: parts.ttl,
+            backend: parts.backend,
+            deadline: Mutex::new(parts.deadline),
+            status: watch::channel(Status::Held).0,
+            slot: Mutex::new(parts.slot),
+        })
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Moves the deadline after a confirmed renewal.
+    pub(crate) fn extend(&self, deadline: Instant) {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = deadline;
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        *self.status.borrow()
+    }
+
+    /// Held and within the local deadline. Reads the clock, so a holder that
+    /// was paused past its deadline sees `false` before the watchdog runs.
+    pub(crate) fn is_held(&self) -> bool {
+        self.status() == Status::Held && Instant::now() < self.deadline()
+    }
+
+    /// Records the loss once, tells every `lost()` waiter, and frees the
+    /// process-local slot (another task may now contend at the store).
+    pub(crate) fn mark_lost(&self, reason: LossReason) {
+        let changed = self.status.send_if_modified(|status| {
+            if *status == Status::Held {
+                *status = Status::Lost(reason);
+                true
+            } else {
+                false
+            }
+        });
+        if changed {
+            tracing::warn!(key = %self.keys.user, token = %self.token, %reason, "lock lease lost");
+            self.free_slot();
+        }
+    }
+
+    /// Records a release (so `lost()` never fires for it).
+    pub(crate) fn mark_released(&self) {
+        self.status.send_if_modified(|status| {
+            if *status == Status::Held {
+                *status = Status::Released;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub(crate) fn free_slot(&self) {
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        drop(slot);
+    }
+
+    /// The error a holder of this lease gets once it is lost.
+    pub(crate) fn lost_error(&self, reason: LossReason) -> LockError {
+        LockError::Lost {
+            key: LockError::shown(&self.keys.user),
+            token: self.token,
+            reason,
+        }
+    }
+
+    /// Resolves with the loss error when the lease is lost; never resolves
+    /// if it is released instead.
+    pub(crate) fn lost(self: &Arc<Self>) -> impl std::future::Future<Output = LockError> + Send + 'static {
+        let mut status = self.status.subscribe();
+        let lease = Arc::downgrade(self);
+        async move {
+            let reason = loop {
+                if let Status::Lost(reason) = *status.borrow_and_update() {
+                    break reason;
+                }
+                if status.changed().await.is_err() {
+                    // The lease is gone without being lost: released.
+                    std::future::pending::<()>().await;
+                }
+            };
+            match lease.upgrade() {
+                Some(lease) => lease.lost_error(reason),
+                None => std::future::pending().await,
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Distributed locks for async Rust: Redis leases with watchdog renewal,
+//! fencing tokens and a lease-loss signal, plus an embedded in-process
+//! backend with the same semantics.
+//!
+//! ```
+//! use lock_core::Locker;
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::LockError> {
+//! // Locker::redis("redis://127.0.0.1:6379").await? for a fleet;
+//! // Locker::from_env().await? picks Redis when REDIS_URL is set.
+//! let locker = Locker::memory();
+//!
+//! let guard = locker.lock("order:42").ttl(Duration::from_secs(30)).wait(Duration::from_secs(5)).await?;
+//! // Pass the token to every write the lock protects; the store rejects
+//! // writes whose token is older than the newest it has seen.
+//! let token = guard.token();
+//! # let _ = token;
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What a lock gives, and what it does not
+//! - **Mutual exclusion while the lease is valid**: at most one owner holds
+//!   a key's lease at a time in the store. A lease is a lock with a time
+//!   limit; the watchdog renews it every ttl/3 while the guard lives.
+//! - **Loss is told**: when a renewal is not confirmed before the local
+//!   deadline (last confirmed request's send time + ttl - drift), or the
+//!   store names another owner, [`LockGuard::lost`] resolves and
+//!   [`LockGuard::is_held`] turns false.
+//! - **Fencing tokens** strictly increase per key (also across restarts
+//!   without persistence and replica promotion: the token is
+//!   `max(last + 1, server clock in µs)`). A holder that paused past its
+//!   lease cannot be stopped by the lock itself - only the store it writes
+//!   to can, by rejecting older tokens. Correctness needs fencing; the lease
+//!   alone gives efficiency (Kleppmann, "How to do distributed locking").
+//!
+//! # Parts
+//! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;
+//!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
+//! - [`backend`]: the store boundary ([`Backend`]) with
+//!   [`RedisBackend`](backend::RedisBackend) and
+//!   [`MemoryBackend`](backend::MemoryBackend).
+//! - Waiting: one pub/sub subscription per key per process, waiters of one
+//!   process queue locally FIFO and only the head contends at the store.
+//! - Reentrancy is task-scoped: see [`LockGuard::scope`].
+
+pub mod backend;
+mod error;
+mod guard;
+mod keys;
+mod lease;
+mod locker;
+mod owner;
+mod request;
+mod scope;
+mod token;
+mod waiting;
+mod watchdog;
+
+pub use backend::Backend;
+pub use error::{LockError, LossReason, Operation, StoreError};
+pub use guard::LockGuard;
+pub use keys::{MAX_KEY_LEN, StoredKeys};
+pub use locker::{
+    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, LockerBuilder,
+    Locker, MIN_TTL,
+};
+pub use request::LockRequest;
+pub use token::FencingToken;

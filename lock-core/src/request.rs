@@ -1,0 +1,322 @@
+//! [`LockRequest`]: one acquisition, from validation through local
+//! queueing and waiting to a [`LockGuard`].
+//!
+//! Waiting does not poll: the head of the process-local line subscribes to
+//! the lock's release channel, retries (so a release between the first try
+//! and the subscription is not missed), then sleeps until a release
+//! message, the holder's remaining TTL or its own deadline.
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+use tracing::Instrument;
+
+use crate::backend::{Attempt, ReleaseSignal};
+use crate::error::{LockError, Operation};
+use crate::guard::LockGuard;
+use crate::keys::StoredKeys;
+use crate::lease::{Lease, LeaseParts, deadline_after};
+use crate::locker::Locker;
+use crate::waiting::{LocalSlot, NoSlot};
+use crate::{owner, scope, watchdog};
+
+/// Without a release channel, waiters look again at least this often.
+const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
+
+/// A request for one lock, made by [`Locker::lock`]; set options, then
+/// `.await` it.
+///
+/// ```
+/// use lock_core::{LockError, Locker};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// let locker = Locker::memory();
+/// let guard = locker
+///     .lock("invoice:7")
+///     .ttl(Duration::from_secs(5))   // lease length, renewed every ttl/3
+///     .wait(Duration::from_secs(1))  // zero: try once
+///     .watchdog(true)
+///     .await?;
+/// guard.release().await
+/// # }
+/// ```
+///
+/// # Cancel safety
+/// Dropping the future at any await point never leaves a lock held: before
+/// the lease exists nothing is stored; a store request that was in flight
+/// and may have been applied is undone by owner value in the background
+/// (or runs out at its TTL); once the guard exists, dropping it releases.
+#[must_use = "a LockRequest does nothing until awaited"]
+#[derive(Debug)]
+pub struct LockRequest {
+    locker: Locker,
+    key: String,
+    ttl: Duration,
+    wait: Duration,
+    watchdog: bool,
+}
+
+impl LockRequest {
+    pub(crate) fn new(locker: Locker, key: String) -> Self {
+        let config = &locker.inner.config;
+        LockRequest {
+            ttl: config.ttl,
+            wait: config.wait,
+            watchdog: config.watchdog,
+            locker,
+            key,
+        }
+    }
+
+    /// Lease length (at least 30 ms; shorter values are raised to it).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl.max(crate::locker::MIN_TTL);
+        self
+    }
+
+    /// How long to wait for a held lock before [`LockError::WaitTimeout`];
+    /// zero tries once.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Whether the lease is renewed while the guard lives. Without it the
+    /// lease ends at its ttl and the guard reports it lost.
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// Tries once; `Ok(None)` when the lock is held elsewhere.
+    pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
+        self.wait = Duration::ZERO;
+        match self.run().await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::WaitTimeout { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn run(self) -> Result<LockGuard, LockError> {
+        let inner = &self.locker.inner;
+        let keys = StoredKeys::new(&inner.config.namespace, &self.key)?;
+        if let Some(lease) = scope::held_by_task(inner.id, &keys.lease) {
+            return match lease.status() {
+                crate::lease::Status::Lost(reason) => Err(lease.lost_error(reason)),
+                _ => Ok(LockGuard::reentrant(lease)),
+            };
+        }
+        let started = Instant::now();
+        let deadline = started + self.wait;
+        let slot = if self.wait.is_zero() {
+            inner.queues.try_enter(&keys.lease)
+        } else {
+            inner.queues.enter(&keys.lease, deadline).await
+        };
+        let slot = slot.map_err(|no| match no {
+            NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started),
+            NoSlot::Full => LockError::TooManyWaiters {
+                key: LockError::shown(&self.key),
+                limit: inner.config.max_waiters_per_key,
+            },
+        })?;
+        self.contend(keys, slot, started, deadline).await
+    }
+
+    fn timeout_error(&self, started: Instant) -> LockError {
+        LockError::WaitTimeout {
+            key: LockError::shown(&self.key),
+            waited: started.elapsed(),
+        }
+    }
+
+    /// Holds the local slot and works the store until the lease is ours or
+    /// the deadline passes.
+    async fn contend(
+        &self,
+        keys: StoredKeys,
+        slot: LocalSlot,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
+        let inner = &self.locker.inner;
+        let backend = &inner.backend;
+        // Undo a possibly applied acquire if this future is dropped mid-request.
+        let mut undo = UndoOnDrop::new(&self.locker, keys, owner::next());
+        let mut signal: Option<ReleaseSignal> = None;
+        let mut channel_failed = false;
+        loop {
+            let sent = Instant::now();
+            undo.armed = true;
+            let attempt = {
+                let (keys, owner) = undo.parts();
+                backend.try_acquire(keys, owner, self.ttl).await
+            };
+            match attempt {
+                Ok(Attempt::Acquired(token)) => {
+                    let lease_deadline = deadline_after(sent, self.ttl);
+                    if Instant::now() >= lease_deadline {
+                        // The answer came too late to be of use (this process
+                        // or the store stalled): give it back and go on.
+                        tracing::warn!(key = %self.key, %token, "acquired lease expired before the reply arrived");
+                        undo.fire();
+                        continue;
+                    }
+                    let (keys, owner) = undo.disarm();
+                    let lease = Lease::new(LeaseParts {
+                        locker_id: inner.id,
+                        keys,
+                        owner,
+                        token,
+                        ttl: self.ttl,
+                        backend: Arc::clone(backend),
+                        deadline: lease_deadline,
+                        slot: Some(slot),
+                    });
+                    self.confirm_replicas(&lease).await?;
+                    let plan = watchdog::Plan {
+                        renew: self.watchdog,
+                        hold_until: inner.config.max_hold.map(|h| sent + h),
+                    };
+                    let handle = watchdog::spawn(Arc::clone(&lease), plan);
+                    tracing::debug!(key = %lease.keys.user, %token, waited = ?started.elapsed(), "lock acquired");
+                    return Ok(LockGuard::owner(lease, handle));
+                }
+                Ok(Attempt::Held { remaining }) => {
+                    undo.armed = false;
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(self.timeout_error(started));
+                    }
+                    if signal.is_none() && !channel_failed {
+                        match backend.subscribe(undo.parts().0).await {
+                            Ok(s) => {
+                                signal = Some(s);
+                                continue; // retry now that no release can be missed
+                            }
+                            Err(err) => {
+                                                tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
+                                channel_failed = true;
+                            }
+                        }
+                    }
+                    let mut wake_at = now + remaining.unwrap_or(self.ttl);
+                    if signal.is_none() {
+                        wake_at = wake_at.min(now + POLL_WITHOUT_CHANNEL);
+                    }
+                    let wake_at = wake_at.min(deadline);
+                    match signal.as_mut() {
+                        Some(s) => {
+                            tokio::select! {
+                                open = s.released() => if !open {
+                                    // The channel's connection dropped: subscribe again.
+                                    signal = None;
+                                },
+                                _ = sleep_until(wake_at) => {}
+                            }
+                        }
+                        None => sleep_until(wake_at).await,
+                    }
+                }
+                Err(err) => {
+                    if !err.outcome_unknown() {
+                        undo.armed = false;
+                    }
+                    return Err(LockError::unavailable(&self.key, Operation::Acquire, err));
+                }
+            }
+        }
+    }
+
+    /// Replica acknowledgement: on failure the lease is released and the
+    /// acquire fails.
+    async fn confirm_replicas(&self, lease: &Arc<Lease>) -> Result<(), LockError> {
+        let Some((wanted, within)) = self.locker.inner.config.replicas else {
+            return Ok(());
+        };
+        let confirmed = lease.backend.confirm_replicas(wanted, within).await;
+        let failure = match confirmed {
+            Ok(n) if n >= wanted => return Ok(()),
+            Ok(n) => LockError::ReplicasNotConfirmed {
+                key: LockError::shown(&lease.keys.user),
+                wanted,
+                confirmed: n,
+            },
+            Err(err) => LockError::unavailable(&lease.keys.user, Operation::ConfirmReplicas, err),
+        };
+        let _ = lease.backend.release(&lease.keys, &lease.owner).await;
+        lease.mark_released();
+        lease.free_slot();
+        Err(failure)
+    }
+}
+
+/// Releases by owner value in the background when armed at drop: an
+/// acquire request whose fate is unknown (in flight when the future was
+/// dropped, or timed out) may have taken the lock.
+struct UndoOnDrop<'a> {
+    locker: &'a Locker,
+    parts: Option<(StoredKeys, String)>,
+    armed: bool,
+}
+
+impl<'a> UndoOnDrop<'a> {
+    fn new(locker: &'a Locker, keys: StoredKeys, owner: String) -> Self {
+        UndoOnDrop {
+            locker,
+            parts: Some((keys, owner)),
+            armed: false,
+        }
+    }
+
+    fn parts(&self) -> (&StoredKeys, &str) {
+        let (keys, owner) = self.parts.as_ref().expect("parts are taken only on success");
+        (keys, owner)
+    }
+
+    /// The lease is ours: hand over keys and owner value.
+    fn disarm(&mut self) -> (StoredKeys, String) {
+        self.armed = false;
+        self.parts.take().expect("disarmed once")
+    }
+
+    /// Releases by the current owner value in the background; later
+    /// attempts use a fresh owner value, so that release cannot touch them.
+    fn fire(&mut self) {
+        self.armed = false;
+        let Some((keys, owner)) = self.parts.as_mut() else {
+            return;
+        };
+        let (keys, owner) = (keys.clone(), std::mem::replace(owner, owner::next()));
+        let backend = Arc::clone(&self.locker.inner.backend);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = backend.release(&keys, &owner).await;
+            });
+        }
+    }
+}
+
+impl Drop for UndoOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.fire();
+        }
+    }
+}
+
+impl IntoFuture for LockRequest {
+    type Output = Result<LockGuard, LockError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let span = tracing::debug_span!("lock", key = %LockError::shown(&self.key));
+        Box::pin(self.run().instrument(span))
+    }
+}

@@ -1,0 +1,50 @@
+//! Task-scoped reentrancy and `FencingToken::current()`.
+//!
+//! A locked scope records its lease in a task-local frame that points at
+//! the enclosing one. A nested acquire of the same key through the same
+//! Locker inside the scope is granted at once with the same token; only the
+//! outer guard releases. Other tasks - also tasks spawned from inside the
+//! scope - are other holders.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::lease::Lease;
+use crate::token::FencingToken;
+
+tokio::task_local! {
+    static HELD: Frame;
+}
+
+#[derive(Clone)]
+struct Frame {
+    lease: Arc<Lease>,
+    parent: Option<Arc<Frame>>,
+}
+
+/// Runs `body` with `lease` as the innermost lock of the task.
+pub(crate) fn enter<F: Future>(lease: Arc<Lease>, body: F) -> impl Future<Output = F::Output> {
+    let parent = HELD.try_with(|frame| Arc::new(frame.clone())).ok();
+    HELD.scope(Frame { lease, parent }, body)
+}
+
+pub(crate) fn innermost_token() -> Option<FencingToken> {
+    HELD.try_with(|frame| frame.lease.token).ok()
+}
+
+/// The lease this task's scopes hold on `lease_key` through Locker
+/// `locker_id`, if any.
+pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<Lease>> {
+    HELD.try_with(|frame| {
+        let mut current = Some(frame);
+        while let Some(frame) = current {
+            if frame.lease.locker_id == locker_id && frame.lease.keys.lease == lease_key {
+                return Some(Arc::clone(&frame.lease));
+            }
+            current = frame.parent.as_deref();
+        }
+        None
+    })
+    .ok()
+    .flatten()
+}

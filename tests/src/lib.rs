@@ -1,0 +1,16 @@
+//! The test kit: real `redis-server` processes on free loopback ports.
+//!
+//! Each [`RedisServer`] runs in its own temp dir on a port picked from the
+//! kernel's free ones (never 6379, never a server that is already running),
+//! without persistence, and is killed when dropped - also when the test
+//! panics. It can be paused (SIGSTOP), resumed, killed, restarted on the
+//! same port, and given replicas.
+//!
+//! If `redis-server` is missing, starting one panics with the command that
+//! installs it.
+
+mod server;
+mod store;
+
+pub use server::{RedisServer, ServerOptions, all_keys, command_calls, send_signal};
+pub use store::{Counting, TestStore, assert_lost};

@@ -1,0 +1,321 @@
+//! [`RedisServer`]: one `redis-server` process owned by a test.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+/// How long a server may take to say it is ready.
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// Options for a server.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    replica_of: Option<u16>,
+    debug_commands: bool,
+    cluster: bool,
+    extra: Vec<String>,
+}
+
+impl ServerOptions {
+    /// Start as a replica of the server on `port`.
+    pub fn replica_of(mut self, port: u16) -> Self {
+        self.replica_of = Some(port);
+        self
+    }
+
+    /// Allow `DEBUG` (for `DEBUG SLEEP`) from loopback.
+    pub fn debug_commands(mut self) -> Self {
+        self.debug_commands = true;
+        self
+    }
+
+    /// Cluster mode (for `CLUSTER KEYSLOT`; no slots are assigned).
+    pub fn cluster(mut self) -> Self {
+        self.cluster = true;
+        self
+    }
+
+    /// Any other `--name value` arguments.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra.push(arg.into());
+        self
+    }
+
+    /// Starts a server with these options.
+    pub fn start(self) -> RedisServer {
+        RedisServer::start_with(self)
+    }
+}
+
+/// A `redis-server` process owned by a test.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    options: ServerOptions,
+    dir: TempDir,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
+    listener.local_addr().expect("local addr").port()
+}
+
+fn missing_binary() -> ! {
+    panic!(
+        "redis-server is not installed: install it with `apt-get install -y redis-server` \
+         (or run scripts/test, which does so)"
+    )
+}
+
+impl RedisServer {
+    /// Starts a plain server.
+    pub fn start() -> Self {
+        ServerOptions::default().start()
+    }
+
+    /// Options for a server with more than the defaults.
+    pub fn options() -> ServerOptions {
+        ServerOptions::default()
+    }
+
+    fn start_with(options: ServerOptions) -> Self {
+        let mut dir = tempfile::Builder::new()
+            .prefix("lock-testkit-redis-")
+            .tempdir()
+            .expect("temp dir");
+        // A port picked this way can be taken by another test before the
+        // server binds it; try a few.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut server = RedisServer {
+                port,
+                options: options.clone(),
+                dir,
+                child: None,
+            };
+            if server.spawn() {
+                return server;
+            }
+            dir = server.take_dir();
+        }
+        panic!("redis-server did not start on any of 5 free ports");
+    }
+
+    fn take_dir(&mut self) -> TempDir {
+        std::mem::replace(
+            &mut self.dir,
+            tempfile::tempdir().expect("temp dir"),
+        )
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",
+            "--loglevel",
+            "notice",
+            "--dir",
+            &self.dir.path().display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(master) = self.options.replica_of {
+            args.extend(["--replicaof".into(), "127.0.0.1".into(), master.to_string()]);
+        }
+        if self.options.debug_commands {
+            args.extend(["--enable-debug-command".into(), "local".into()]);
+        }
+        if self.options.cluster {
+            args.extend([
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                self.dir.path().join("nodes.conf").display().to_string(),
+            ]);
+        }
+        args.extend(self.options.extra.iter().cloned());
+        args
+    }
+
+    /// Starts the process and waits for "Ready to accept connections".
+    fn spawn(&mut self) -> bool {
+        let mut child = match Command::new("redis-server")
+            .args(self.args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => missing_binary(),
+            Err(err) => panic!("could not start redis-server: {err}"),
+        };
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (ready_tx, ready_rx) = mpsc::channel();
+        // The reader keeps draining the log so the server never blocks on it.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("Ready to accept connections") {
+                    let _ = ready_tx.send(true);
+                } else if line.contains("Address already in use") {
+                    let _ = ready_tx.send(false);
+                }
+            }
+            let _ = ready_tx.send(false);
+        });
+        let ready = ready_rx.recv_timeout(STARTUP).unwrap_or(false);
+        if ready {
+            self.child = Some(child);
+        } else {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        ready
+    }
+
+    /// The port it listens on (loopback only).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's process id (while running).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// A client for direct inspection.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid url")
+    }
+
+    /// A fresh multiplexed connection for direct inspection.
+    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test server")
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = self.pid().expect("server is running");
+        assert!(send_signal(pid, signal), "kill({pid}, {signal}) failed");
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to be gone; its data is
+    /// lost (no persistence).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port with the same options.
+    pub fn restart(&mut self) {
+        self.kill();
+        assert!(self.spawn(), "redis-server did not restart on port {}", self.port);
+    }
+
+    /// Starts a replica of this server and waits until it has synced.
+    pub async fn start_replica(&self) -> RedisServer {
+        let replica = ServerOptions::default().replica_of(self.port).start();
+        self.wait_for_replicas(1).await;
+        replica
+    }
+
+    /// Blocks until `n` replicas have every write so far (Redis `WAIT`).
+    pub async fn wait_for_replicas(&self, n: usize) {
+        let mut conn = self.connection().await;
+        // A write gives WAIT something to wait for.
+        let _: () = redis::cmd("SET")
+            .arg("testkit:sync")
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+        let synced: usize = redis::cmd("WAIT")
+            .arg(n)
+            .arg(20_000)
+            .query_async(&mut conn)
+            .await
+            .expect("WAIT");
+        assert!(synced >= n, "only {synced} of {n} replicas synced within 20 s");
+        let _: () = redis::cmd("DEL")
+            .arg("testkit:sync")
+            .query_async(&mut conn)
+            .await
+            .expect("DEL");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends `signal` to process `pid` (SIGSTOP, SIGCONT, SIGKILL ...);
+/// `false` if it failed (no such process).
+#[allow(unsafe_code)]
+pub fn send_signal(pid: u32, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
+}
+
+/// Number of calls of `command` (lowercase, e.g. `evalsha`) the server has
+/// served, from `INFO commandstats`.
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every key currently in the server (test servers are small).
+pub async fn all_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(conn)
+        .await
+        .expect("KEYS");
+    keys.sort();
+    keys
+}

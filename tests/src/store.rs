@@ -1,0 +1,177 @@
+//! [`TestStore`]: one lock store (memory or a real Redis) that hands out
+//! several Lockers, as if each were another process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_core::backend::{Attempt, BoxFuture, MemoryBackend, RedisBackend, ReleaseSignal};
+use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
+
+use crate::RedisServer;
+
+/// A store under test.
+pub enum TestStore {
+    /// The in-process backend, shared by every Locker made from it.
+    Memory(MemoryBackend),
+    /// A real redis-server from the kit.
+    Redis(RedisServer),
+}
+
+impl TestStore {
+    /// The memory backend.
+    pub fn memory() -> Self {
+        TestStore::Memory(MemoryBackend::new())
+    }
+
+    /// A fresh redis-server.
+    pub fn redis() -> Self {
+        TestStore::Redis(RedisServer::start())
+    }
+
+    /// The server, for Redis stores.
+    pub fn server(&self) -> Option<&RedisServer> {
+        match self {
+            TestStore::Redis(server) => Some(server),
+            TestStore::Memory(_) => None,
+        }
+    }
+
+    /// A Locker with default settings and its own connection.
+    pub async fn locker(&self) -> Locker {
+        self.locker_with(|b| b).await.0
+    }
+
+    /// A Locker configured by `configure`, with a counter of the renewals
+    /// its backend performs.
+    pub async fn locker_with(
+        &self,
+        configure: impl FnOnce(LockerBuilder) -> LockerBuilder,
+    ) -> (Locker, Counting) {
+        let builder = configure(Locker::builder());
+        let backend: Arc<dyn Backend> = match self {
+            TestStore::Memory(memory) => Arc::new(memory.clone()),
+            TestStore::Redis(server) => Arc::new(
+                RedisBackend::connect(&server.url(), Duration::from_secs(2))
+                    .await
+                    .expect("connect to the test server"),
+            ),
+        };
+        let counting = Counting::new(backend);
+        let locker = builder.backend(counting.clone()).expect("valid test config");
+        (locker, counting)
+    }
+
+    /// Removes the lease of `key` behind its holder's back.
+    pub async fn steal(&self, locker: &Locker, key: &str) {
+        let keys = locker.stored_keys(key).expect("valid key");
+        match self {
+            TestStore::Memory(memory) => {
+                assert!(memory.evict(&keys), "no lease to evict");
+            }
+            TestStore::Redis(server) => {
+                let mut conn = server.connection().await;
+                let removed: u64 = redis::cmd("DEL")
+                    .arg(&keys.lease)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("DEL");
+                assert_eq!(removed, 1, "no lease to delete");
+            }
+        }
+    }
+}
+
+/// A backend wrapper that counts the store requests a Locker makes (the
+/// store behaviour is the wrapped backend's own).
+#[derive(Clone)]
+pub struct Counting {
+    inner: Arc<dyn Backend>,
+    acquires: Arc<AtomicU64>,
+    renewals: Arc<AtomicU64>,
+    releases: Arc<AtomicU64>,
+}
+
+impl Counting {
+    fn new(inner: Arc<dyn Backend>) -> Self {
+        Counting {
+            inner,
+            acquires: Arc::default(),
+            renewals: Arc::default(),
+            releases: Arc::default(),
+        }
+    }
+
+    /// Acquire attempts so far.
+    pub fn acquires(&self) -> u64 {
+        self.acquires.load(Ordering::SeqCst)
+    }
+
+    /// Renewals so far.
+    pub fn renewals(&self) -> u64 {
+        self.renewals.load(Ordering::SeqCst)
+    }
+
+    /// Releases so far.
+    pub fn releases(&self) -> u64 {
+        self.releases.load(Ordering::SeqCst)
+    }
+}
+
+impl Backend for Counting {
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
+        self.acquires.fetch_add(1, Ordering::SeqCst);
+        self.inner.try_acquire(keys, owner, ttl)
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.inner.renew(keys, owner, ttl)
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        self.inner.release(keys, owner)
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
+        self.inner.subscribe(keys)
+    }
+
+    fn confirm_replicas(
+        &self,
+        wanted: usize,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<usize, StoreError>> {
+        self.inner.confirm_replicas(wanted, timeout)
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// Asserts that `result` is a lost-lease error.
+pub fn assert_lost<T: std::fmt::Debug>(result: Result<T, LockError>) {
+    match result {
+        Err(LockError::Lost { .. }) => {}
+        other => panic!("expected LockError::Lost, got {other:?}"),
+    }
+}

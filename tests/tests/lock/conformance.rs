@@ -1,0 +1,365 @@
+//! Behaviour every backend must show, run on memory and on Redis.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_core::{FencingToken, LockError};
+use lock_testkit::{TestStore, assert_lost};
+use tokio::time::Instant;
+
+/// Generous slack on top of a contractual time bound (CI machines stall).
+const SLACK: Duration = Duration::from_millis(750);
+
+pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
+    const KEYS: usize = 3;
+    const ROUNDS: u64 = 40;
+    let lockers = [store.locker().await, store.locker().await];
+    let inside: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    // Counters updated by a non-atomic read-modify-write: only exact under exclusion.
+    let counters: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    let violations = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for worker in 0..8usize {
+        let locker = lockers[worker % 2].clone();
+        let (inside, counters, violations) = (inside.clone(), counters.clone(), violations.clone());
+        tasks.push(tokio::spawn(async move {
+            for round in 0..ROUNDS {
+                let k = (worker + round as usize) % KEYS;
+                let guard = locker
+                    .lock(format!("counter:{k}"))
+                    .wait(Duration::from_secs(30))
+                    .await
+                    .expect("acquire");
+                if inside[k].swap(true, Ordering::SeqCst) {
+                    violations.fetch_add(1, Ordering::SeqCst);
+                }
+                let seen = counters[k].load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                counters[k].store(seen + 1, Ordering::SeqCst);
+                inside[k].store(false, Ordering::SeqCst);
+                guard.release().await.expect("release");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders inside at once");
+    let total: u64 = counters.iter().map(|c| c.load(Ordering::SeqCst)).sum();
+    assert_eq!(total, 8 * ROUNDS, "lost updates");
+}
+
+pub async fn tokens_strictly_increase(store: TestStore) {
+    let a = store.locker().await;
+    let (b, _) = store
+        .locker_with(|l| l.ttl(Duration::from_millis(200)).watchdog(false))
+        .await;
+    let mut last = FencingToken::new(0);
+    for i in 0..20 {
+        let locker = if i % 2 == 0 { &a } else { &b };
+        let guard = locker.lock("tokens").await.unwrap();
+        assert!(guard.token() > last, "{} after {}", guard.token(), last);
+        last = guard.token();
+        guard.release().await.unwrap();
+    }
+    // Also after a lease ran out instead of being released.
+    let expiring = b.lock("tokens").await.unwrap();
+    let first = expiring.token();
+    let _ = expiring.lost().await;
+    let next = a.lock("tokens").await.unwrap();
+    assert!(next.token() > first);
+    // Other keys have their own lines of tokens, never reused.
+    let other = a.lock("tokens:other").await.unwrap();
+    assert_ne!(other.token(), next.token());
+}
+
+pub async fn watchdog_keeps_a_short_lease(store: TestStore) {
+    let (holder, renewals) = store
+        .locker_with(|l| l.ttl(Duration::from_secs(1)))
+        .await;
+    let other = store.locker().await;
+    let guard = holder.lock("kept").await.unwrap();
+    let started = Instant::now();
+    // Another owner waits 5 lease lengths in vain.
+    let err = other
+        .lock("kept")
+        .wait(Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::WaitTimeout { .. }), "{err}");
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    assert!(guard.is_held());
+    assert!(renewals.renewals() >= 10, "{} renewals", renewals.renewals());
+    guard.release().await.unwrap();
+    let taken = other.lock("kept").wait(Duration::from_secs(1)).await.unwrap();
+    taken.release().await.unwrap();
+}
+
+pub async fn without_watchdog_the_lease_expires(store: TestStore) {
+    let ttl = Duration::from_millis(500);
+    let holder = store.locker().await;
+    let other = store.locker().await;
+    let acquired = Instant::now();
+    let guard = holder.lock("expiring").ttl(ttl).watchdog(false).await.unwrap();
+    let lost = guard.lost().await;
+    assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
+    let after = acquired.elapsed();
+    assert!(after <= ttl + SLACK, "loss told after {after:?}");
+    assert!(!guard.is_held());
+    let next = other.lock("expiring").wait(ttl + SLACK).await.unwrap();
+    assert!(next.token() > guard.token());
+    assert_lost(guard.release().await);
+    // The release of the expired lease did not remove the new owner's lock.
+    assert!(other.try_lock("expiring").await.unwrap().is_none());
+    assert!(next.is_held());
+    next.release().await.unwrap();
+}
+
+pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
+    let ttl = Duration::from_millis(150);
+    let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
+    let released = locker.lock("renewed:1").await.unwrap();
+    let dropped = locker.lock("renewed:2").await.unwrap();
+    // Watch renewals happen, driven by their own events.
+    while counts.renewals() < 4 {
+        tokio::time::sleep(ttl / 6).await;
+    }
+    released.release().await.unwrap();
+    drop(dropped);
+    let after = counts.renewals();
+    // Three renewal intervals with no guard alive: no renewal may run.
+    tokio::time::sleep(ttl).await;
+    assert_eq!(counts.renewals(), after, "renewal after release or drop");
+    assert_eq!(counts.releases(), 2);
+    // The dropped guard's background release freed the lock.
+    let again = locker.lock("renewed:2").wait(Duration::from_secs(2)).await.unwrap();
+    again.release().await.unwrap();
+}
+
+pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
+    let ttl = Duration::from_millis(600);
+    let interval = ttl / 3;
+    let (holder, _) = store.locker_with(|l| l.ttl(ttl)).await;
+    let other = store.locker().await;
+    let guard = holder.lock("taken").await.unwrap();
+    let lost = guard.lost();
+    store.steal(&holder, "taken").await;
+    let stolen_at = Instant::now();
+    let newer = other.lock("taken").wait(Duration::from_secs(1)).await.unwrap();
+    let err = lost.await;
+    let told_after = stolen_at.elapsed();
+    assert!(
+        told_after <= interval + SLACK,
+        "loss told {told_after:?} after the theft"
+    );
+    match err {
+        LockError::Lost { key, token, .. } => {
+            assert_eq!(key, "taken");
+            assert_eq!(token, guard.token());
+        }
+        other => panic!("{other}"),
+    }
+    assert!(!guard.is_held());
+    assert_lost(guard.release().await);
+    // The new owner's lock is untouched.
+    assert!(holder.try_lock("taken").await.unwrap().is_none());
+    newer.release().await.unwrap();
+}
+
+pub async fn waiters_wake_on_release(store: TestStore) {
+    let holder = store.locker().await;
+    let waiter = store.locker().await;
+    let mut handoffs = Vec::new();
+    for _ in 0..20 {
+        let guard = holder.lock("handoff").await.unwrap();
+        let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+        let w = waiter.clone();
+        let task = tokio::spawn(async move {
+            let _ = subscribed_tx.send(());
+            let g = w.lock("handoff").wait(Duration::from_secs(20)).await.unwrap();
+            let got = Instant::now();
+            g.release().await.unwrap();
+            got
+        });
+        subscribed_rx.await.unwrap();
+        // Let the waiter reach the store and start waiting; its wake-up must
+        // then come from the release, since the lease has 30 s left.
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let released = Instant::now();
+        guard.release().await.unwrap();
+        let got = task.await.unwrap();
+        handoffs.push(got.saturating_duration_since(released));
+    }
+    handoffs.sort();
+    let p50 = handoffs[handoffs.len() / 2];
+    let max = *handoffs.last().unwrap();
+    println!("release-to-next-holder handoff: p50 {p50:?}, max {max:?}");
+    // Far below the 30 s lease: the wake-up came from the release.
+    assert!(max < Duration::from_secs(5), "handoff took {max:?}");
+}
+
+pub async fn wait_timeout_names_the_key(store: TestStore) {
+    let holder = store.locker().await;
+    let waiter = store.locker().await;
+    let _guard = holder.lock("orders/7").await.unwrap();
+    let started = Instant::now();
+    let err = waiter
+        .lock("orders/7")
+        .wait(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(300) + SLACK);
+    assert!(matches!(err, LockError::WaitTimeout { ref key, .. } if key == "orders/7"));
+    assert!(err.to_string().contains("`orders/7`"), "{err}");
+}
+
+pub async fn a_vanished_holder_ends_at_its_ttl(store: TestStore) {
+    let ttl = Duration::from_millis(600);
+    let holder = store.locker().await;
+    let waiter = store.locker().await;
+    // A holder that vanishes without releasing (no release message).
+    let guard = holder.lock("vanished").ttl(ttl).watchdog(false).await.unwrap();
+    let acquired = Instant::now();
+    std::mem::forget(guard);
+    let next = waiter.lock("vanished").wait(Duration::from_secs(10)).await.unwrap();
+    let after = acquired.elapsed();
+    assert!(after >= ttl - Duration::from_millis(50), "taken early: {after:?}");
+    assert!(after <= ttl + SLACK, "waited {after:?} for a {ttl:?} lease");
+    next.release().await.unwrap();
+}
+
+pub async fn cancellation_leaves_no_lock(store: TestStore) {
+    let ttl = Duration::from_millis(300);
+    let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
+    let mut tasks = Vec::new();
+    for i in 0..64u64 {
+        let locker = locker.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("cancel:{}", i % 4);
+            // Give up at varying points: while queued, while at the store,
+            // or right after acquiring.
+            let budget = Duration::from_micros(50 + (i * 997) % 3000);
+            match tokio::time::timeout(budget, locker.lock(key).wait(Duration::from_secs(5))).await {
+                Ok(Ok(guard)) if i % 2 == 0 => drop(guard),
+                Ok(Ok(guard)) => {
+                    // Held while the task may be aborted: dropped by the abort.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    drop(guard);
+                }
+                _ => {}
+            }
+        }));
+    }
+    for (i, task) in tasks.into_iter().enumerate() {
+        if i % 3 == 0 {
+            task.abort();
+        }
+        let _ = task.await;
+    }
+    // After the TTL at the latest, every key is free and nothing renews.
+    let other = store.locker().await;
+    for k in 0..4 {
+        let guard = other
+            .lock(format!("cancel:{k}"))
+            .wait(3 * ttl)
+            .await
+            .expect("a cancelled acquire left a lock behind");
+        guard.release().await.unwrap();
+    }
+    let renewals = counts.renewals();
+    tokio::time::sleep(ttl).await;
+    assert_eq!(counts.renewals(), renewals, "renewals after every guard is gone");
+    assert_eq!(locker.local_lines(), 0, "local wait lines left behind");
+    if let Some(server) = store.server() {
+        let mut conn = server.connection().await;
+        tokio::time::sleep(ttl).await;
+        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
+    }
+}
+
+pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
+    let locker = store.locker().await;
+    let other = store.locker().await;
+    for bad in [String::new(), "k".repeat(1 << 20)] {
+        match locker.lock(bad.clone()).await {
+            Err(LockError::InvalidKey { key, reason }) => {
+                assert!(key.len() < 200, "the message repeats a huge key");
+                assert!(!reason.is_empty());
+            }
+            other => panic!("expected InvalidKey for a {}-byte key, got {other:?}", bad.len()),
+        }
+    }
+    let odd = ["a{b}", "{", "}", "*", "?x", "[ab]", "back\\slash", "crlf\r\n", "nul\0", "%7B", "ключ"];
+    let mut held = Vec::new();
+    for key in odd {
+        let guard = locker.lock(key).await.unwrap();
+        assert!(other.try_lock(key).await.unwrap().is_none(), "{key:?} not exclusive");
+        held.push(guard);
+    }
+    // Distinct inputs are distinct locks: all are held at once.
+    assert_eq!(held.len(), odd.len());
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+}
+
+pub async fn reentrancy_is_task_scoped(store: TestStore) {
+    let locker = store.locker().await;
+    let guard = locker.lock("reentrant").await.unwrap();
+    assert_eq!(FencingToken::current(), None);
+    let token = guard.token();
+    guard
+        .scope(async {
+            assert_eq!(FencingToken::current(), Some(token));
+            let nested = locker.lock("reentrant").await.unwrap();
+            assert!(nested.is_reentrant());
+            assert_eq!(nested.token(), token);
+            nested.release().await.unwrap();
+            // Still held after the nested release.
+            assert!(locker.try_lock("other-key").await.unwrap().is_some());
+            let inner = locker.lock("inner").await.unwrap();
+            inner
+                .scope(async {
+                    assert_eq!(FencingToken::current(), Some(inner.token()));
+                })
+                .await;
+            // Another task is another holder.
+            let l = locker.clone();
+            let blocked = tokio::spawn(async move { l.try_lock("reentrant").await.unwrap().is_none() });
+            assert!(blocked.await.unwrap());
+        })
+        .await;
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+    assert!(locker.try_lock("reentrant").await.unwrap().is_some());
+}
+
+pub async fn try_lock_does_not_wait(store: TestStore) {
+    let locker = store.locker().await;
+    let other = store.locker().await;
+    let guard = locker.try_lock("once").await.unwrap().expect("free");
+    let started = Instant::now();
+    assert!(other.try_lock("once").await.unwrap().is_none());
+    assert!(locker.try_lock("once").await.unwrap().is_none(), "same locker, other task line");
+    assert!(started.elapsed() < SLACK);
+    guard.release().await.unwrap();
+    assert!(other.try_lock("once").await.unwrap().is_some());
+}
+
+pub async fn max_hold_stops_renewal(store: TestStore) {
+    let ttl = Duration::from_millis(300);
+    let max_hold = Duration::from_millis(600);
+    let (locker, _) = store.locker_with(|l| l.ttl(ttl).max_hold(max_hold)).await;
+    let started = Instant::now();
+    let guard = locker.lock("bounded").await.unwrap();
+    let lost = guard.lost().await;
+    let after = started.elapsed();
+    assert!(
+        matches!(lost, LockError::Lost { reason: lock_core::LossReason::MaxHoldTimeReached, .. }),
+        "{lost}"
+    );
+    assert!(after >= max_hold && after <= max_hold + ttl + SLACK, "{after:?}");
+}

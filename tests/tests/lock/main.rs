@@ -1,0 +1,44 @@
+//! Integration tests of lock-core against real redis-server processes (and
+//! the same behavioural suite against the memory backend).
+
+mod conformance;
+mod redis_only;
+
+/// Runs each conformance test against both backends.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod memory_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::conformance::$name(lock_testkit::TestStore::memory()).await;
+                }
+            )*
+        }
+        mod redis_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::conformance::$name(lock_testkit::TestStore::redis()).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    exclusion_between_tasks_and_lockers,
+    tokens_strictly_increase,
+    watchdog_keeps_a_short_lease,
+    without_watchdog_the_lease_expires,
+    renewals_stop_on_release_and_drop,
+    loss_is_told_when_the_lease_is_taken,
+    waiters_wake_on_release,
+    wait_timeout_names_the_key,
+    a_vanished_holder_ends_at_its_ttl,
+    cancellation_leaves_no_lock,
+    bad_keys_are_refused_and_odd_keys_work,
+    reentrancy_is_task_scoped,
+    try_lock_does_not_wait,
+    max_hold_stops_renewal,
+);

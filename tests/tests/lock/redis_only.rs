@@ -1,0 +1,1 @@
+//! Redis-only tests (multi-process, faults, slots).
