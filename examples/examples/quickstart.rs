@@ -26,7 +26,9 @@ impl FencedStore {
         let mut rows = self.rows.lock().expect("store poisoned");
         let (total, newest) = rows.entry(order).or_insert((0, FencingToken::new(0)));
         if token < *newest {
-            return Err(format!("order {order}: token {token} is older than {newest}"));
+            return Err(format!(
+                "order {order}: token {token} is older than {newest}"
+            ));
         }
         *total += amount;
         *newest = token;
@@ -38,8 +40,7 @@ impl FencedStore {
 async fn main() -> Result<(), LockError> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let locker = Locker::from_env().await?;
@@ -61,9 +62,9 @@ async fn main() -> Result<(), LockError> {
                 // The critical section: read, think, write with the token.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 match store.add(order, 10, token) {
-                    Ok(total) => println!(
-                        "worker {worker}: order {order} +10 -> {total} (token {token})"
-                    ),
+                    Ok(total) => {
+                        println!("worker {worker}: order {order} +10 -> {total} (token {token})")
+                    }
                     Err(stale) => println!("worker {worker}: rejected: {stale}"),
                 }
                 guard.release().await?;

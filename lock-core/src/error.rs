@@ -272,8 +272,8 @@ impl From<redis::RedisError> for StoreError {
     fn from(err: redis::RedisError) -> Self {
         // A dropped connection or a timeout leaves the fate of a sent
         // command open; a refused connection or a server error does not.
-        let unknown = (err.is_timeout() || err.is_connection_dropped())
-            && !err.is_connection_refusal();
+        let unknown =
+            (err.is_timeout() || err.is_connection_dropped()) && !err.is_connection_refusal();
         StoreError::new(err, unknown)
     }
 }
@@ -297,6 +297,9 @@ mod tests {
             waited: Duration::from_secs(5),
         };
         let msg = err.to_string();
-        assert!(msg.contains("`order:42`") && msg.contains(".wait("), "{msg}");
+        assert!(
+            msg.contains("`order:42`") && msg.contains(".wait("),
+            "{msg}"
+        );
     }
 }

@@ -108,7 +108,9 @@ impl LockGuard {
         if self.lease.status() != Status::Held {
             return Duration::ZERO;
         }
-        self.lease.deadline().saturating_duration_since(Instant::now())
+        self.lease
+            .deadline()
+            .saturating_duration_since(Instant::now())
     }
 
     /// A future that resolves with [`LockError::Lost`] when the lease is

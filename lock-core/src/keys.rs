@@ -122,7 +122,10 @@ mod tests {
     #[test]
     fn hostile_bytes_are_escaped() {
         let keys = StoredKeys::new("lock", "a{b}*?[x]\\\r\n\0%").unwrap();
-        assert_eq!(keys.lease, "lock:{a%7Bb%7D%2A%3F%5Bx%5D%5C%0D%0A%00%25}:lease");
+        assert_eq!(
+            keys.lease,
+            "lock:{a%7Bb%7D%2A%3F%5Bx%5D%5C%0D%0A%00%25}:lease"
+        );
     }
 
     #[test]

@@ -120,7 +120,11 @@ impl Lease {
     }
 
     pub(crate) fn free_slot(&self) {
-        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         drop(slot);
     }
 
@@ -135,7 +139,9 @@ impl Lease {
 
     /// Resolves with the loss error when the lease is lost; never resolves
     /// if it is released instead.
-    pub(crate) fn lost(self: &Arc<Self>) -> impl std::future::Future<Output = LockError> + Send + 'static {
+    pub(crate) fn lost(
+        self: &Arc<Self>,
+    ) -> impl std::future::Future<Output = LockError> + Send + 'static {
         let mut status = self.status.subscribe();
         let lease = Arc::downgrade(self);
         async move {

@@ -65,8 +65,8 @@ pub use error::{LockError, LossReason, Operation, StoreError};
 pub use guard::LockGuard;
 pub use keys::{MAX_KEY_LEN, StoredKeys};
 pub use locker::{
-    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, LockerBuilder,
-    Locker, MIN_TTL,
+    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
+    LockerBuilder, MIN_TTL,
 };
 pub use request::LockRequest;
 pub use token::FencingToken;

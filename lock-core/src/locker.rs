@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::LockGuard;
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::validate_namespace;
 use crate::request::LockRequest;
 use crate::waiting::LocalQueues;
-use crate::LockGuard;
 
 /// Default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -263,7 +263,10 @@ impl LockerBuilder {
         if config.ttl < MIN_TTL {
             return Err(LockError::invalid_config(
                 "ttl",
-                format!("{:?} is shorter than the minimum of {MIN_TTL:?}", config.ttl),
+                format!(
+                    "{:?} is shorter than the minimum of {MIN_TTL:?}",
+                    config.ttl
+                ),
             ));
         }
         if config.max_waiters_per_key == 0 {
@@ -308,7 +311,9 @@ impl LockerBuilder {
         match std::env::var("REDIS_URL") {
             Ok(url) if !url.trim().is_empty() => self.redis(url.trim()).await,
             _ => {
-                tracing::warn!("REDIS_URL is not set: locks use the in-process backend and hold within this process only");
+                tracing::warn!(
+                    "REDIS_URL is not set: locks use the in-process backend and hold within this process only"
+                );
                 self.memory()
             }
         }

@@ -201,7 +201,7 @@ impl LockRequest {
                                 continue; // retry now that no release can be missed
                             }
                             Err(err) => {
-                                                tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
+                                tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
                                 channel_failed = true;
                             }
                         }
@@ -276,7 +276,10 @@ impl<'a> UndoOnDrop<'a> {
     }
 
     fn parts(&self) -> (&StoredKeys, &str) {
-        let (keys, owner) = self.parts.as_ref().expect("parts are taken only on success");
+        let (keys, owner) = self
+            .parts
+            .as_ref()
+            .expect("parts are taken only on success");
         (keys, owner)
     }
 

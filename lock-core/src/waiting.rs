@@ -62,7 +62,11 @@ impl Drop for LocalSlot {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut lines = self.queues.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut lines = self
+            .queues
+            .lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // The map and this place are the only references: nobody else waits.
         if Arc::strong_count(&self.line) == 2 {
             lines.remove(&self.key);
@@ -150,7 +154,10 @@ impl LocalQueues {
 
     /// Lines currently open (keys held or awaited by this process).
     pub(crate) fn open_lines(&self) -> usize {
-        self.lines.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -168,14 +175,18 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..3 {
-            let (queues, order) = (Arc::clone(&queues), Arc::clone(&order));
+            let (q, order) = (Arc::clone(&queues), Arc::clone(&order));
             tasks.push(tokio::spawn(async move {
-                let slot = queues.enter("k", deadline).await.unwrap();
+                let slot = q.enter("k", deadline).await.unwrap();
                 order.lock().unwrap().push(i);
                 drop(slot);
             }));
             // Let each task join the line before the next one.
-            while queues.lines.lock().unwrap()["k"].waiting.load(Ordering::Relaxed) <= i {
+            while queues.lines.lock().unwrap()["k"]
+                .waiting
+                .load(Ordering::Relaxed)
+                <= i
+            {
                 tokio::task::yield_now().await;
             }
         }
@@ -194,7 +205,11 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let q = Arc::clone(&queues);
         let waiter = tokio::spawn(async move { q.enter("k", deadline).await.map(drop) });
-        while queues.lines.lock().unwrap()["k"].waiting.load(Ordering::Relaxed) == 0 {
+        while queues.lines.lock().unwrap()["k"]
+            .waiting
+            .load(Ordering::Relaxed)
+            == 0
+        {
             tokio::task::yield_now().await;
         }
         assert_eq!(queues.enter("k", deadline).await.unwrap_err(), NoSlot::Full);

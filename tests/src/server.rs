@@ -107,10 +107,7 @@ impl RedisServer {
     }
 
     fn take_dir(&mut self) -> TempDir {
-        std::mem::replace(
-            &mut self.dir,
-            tempfile::tempdir().expect("temp dir"),
-        )
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
     }
 
     fn args(&self) -> Vec<String> {
@@ -211,8 +208,10 @@ impl RedisServer {
 
     /// A fresh multiplexed connection for direct inspection.
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        // No response timeout: tests call WAIT and talk to paused servers.
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         self.client()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .expect("connect to the test server")
     }
@@ -244,7 +243,11 @@ impl RedisServer {
     /// Starts the server again on the same port with the same options.
     pub fn restart(&mut self) {
         self.kill();
-        assert!(self.spawn(), "redis-server did not restart on port {}", self.port);
+        assert!(
+            self.spawn(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
     }
 
     /// Starts a replica of this server and waits until it has synced.
@@ -270,7 +273,10 @@ impl RedisServer {
             .query_async(&mut conn)
             .await
             .expect("WAIT");
-        assert!(synced >= n, "only {synced} of {n} replicas synced within 20 s");
+        assert!(
+            synced >= n,
+            "only {synced} of {n} replicas synced within 20 s"
+        );
         let _: () = redis::cmd("DEL")
             .arg("testkit:sync")
             .query_async(&mut conn)

@@ -58,7 +58,9 @@ impl TestStore {
             ),
         };
         let counting = Counting::new(backend);
-        let locker = builder.backend(counting.clone()).expect("valid test config");
+        let locker = builder
+            .backend(counting.clone())
+            .expect("valid test config");
         (locker, counting)
     }
 

@@ -161,13 +161,14 @@ impl Backend for MemoryBackend {
         Box::pin(async move {
             let now = Instant::now();
             let mut state = self.lock_state();
-            let ours = state.live(&keys.lease, now).is_some_and(|l| l.owner == owner);
-            if ours {
-                if let Some(lease) = state.leases.get_mut(&keys.lease) {
+            state.live(&keys.lease, now);
+            match state.leases.get_mut(&keys.lease) {
+                Some(lease) if lease.owner == owner => {
                     lease.expires = now + ttl;
+                    Ok(true)
                 }
+                _ => Ok(false),
             }
-            Ok(ours)
         })
     }
 
@@ -179,7 +180,9 @@ impl Backend for MemoryBackend {
         Box::pin(async move {
             let now = Instant::now();
             let mut state = self.lock_state();
-            let ours = state.live(&keys.lease, now).is_some_and(|l| l.owner == owner);
+            let ours = state
+                .live(&keys.lease, now)
+                .is_some_and(|l| l.owner == owner);
             if ours {
                 state.leases.remove(&keys.lease);
                 state.publish(&keys.channel);

@@ -119,8 +119,10 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Subscribes to the releases of the lock. The subscription is active
     /// when the returned future resolves.
-    fn subscribe<'a>(&'a self, keys: &'a StoredKeys)
-    -> BoxFuture<'a, Result<ReleaseSignal, StoreError>>;
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>>;
 
     /// Waits until `wanted` replicas have every write made so far, for at
     /// most `timeout`, and returns how many did. Stores without replicas

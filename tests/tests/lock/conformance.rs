@@ -15,7 +15,8 @@ pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
     const KEYS: usize = 3;
     const ROUNDS: u64 = 40;
     let lockers = [store.locker().await, store.locker().await];
-    let inside: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let inside: Arc<Vec<AtomicBool>> =
+        Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
     // Counters updated by a non-atomic read-modify-write: only exact under exclusion.
     let counters: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
     let violations = Arc::new(AtomicU64::new(0));
@@ -45,7 +46,11 @@ pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(violations.load(Ordering::SeqCst), 0, "two holders inside at once");
+    assert_eq!(
+        violations.load(Ordering::SeqCst),
+        0,
+        "two holders inside at once"
+    );
     let total: u64 = counters.iter().map(|c| c.load(Ordering::SeqCst)).sum();
     assert_eq!(total, 8 * ROUNDS, "lost updates");
 }
@@ -75,9 +80,7 @@ pub async fn tokens_strictly_increase(store: TestStore) {
 }
 
 pub async fn watchdog_keeps_a_short_lease(store: TestStore) {
-    let (holder, renewals) = store
-        .locker_with(|l| l.ttl(Duration::from_secs(1)))
-        .await;
+    let (holder, renewals) = store.locker_with(|l| l.ttl(Duration::from_secs(1))).await;
     let other = store.locker().await;
     let guard = holder.lock("kept").await.unwrap();
     let started = Instant::now();
@@ -90,9 +93,17 @@ pub async fn watchdog_keeps_a_short_lease(store: TestStore) {
     assert!(matches!(err, LockError::WaitTimeout { .. }), "{err}");
     assert!(started.elapsed() >= Duration::from_secs(5));
     assert!(guard.is_held());
-    assert!(renewals.renewals() >= 10, "{} renewals", renewals.renewals());
+    assert!(
+        renewals.renewals() >= 10,
+        "{} renewals",
+        renewals.renewals()
+    );
     guard.release().await.unwrap();
-    let taken = other.lock("kept").wait(Duration::from_secs(1)).await.unwrap();
+    let taken = other
+        .lock("kept")
+        .wait(Duration::from_secs(1))
+        .await
+        .unwrap();
     taken.release().await.unwrap();
 }
 
@@ -101,7 +112,12 @@ pub async fn without_watchdog_the_lease_expires(store: TestStore) {
     let holder = store.locker().await;
     let other = store.locker().await;
     let acquired = Instant::now();
-    let guard = holder.lock("expiring").ttl(ttl).watchdog(false).await.unwrap();
+    let guard = holder
+        .lock("expiring")
+        .ttl(ttl)
+        .watchdog(false)
+        .await
+        .unwrap();
     let lost = guard.lost().await;
     assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
     let after = acquired.elapsed();
@@ -133,7 +149,11 @@ pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
     assert_eq!(counts.renewals(), after, "renewal after release or drop");
     assert_eq!(counts.releases(), 2);
     // The dropped guard's background release freed the lock.
-    let again = locker.lock("renewed:2").wait(Duration::from_secs(2)).await.unwrap();
+    let again = locker
+        .lock("renewed:2")
+        .wait(Duration::from_secs(2))
+        .await
+        .unwrap();
     again.release().await.unwrap();
 }
 
@@ -146,7 +166,11 @@ pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
     let lost = guard.lost();
     store.steal(&holder, "taken").await;
     let stolen_at = Instant::now();
-    let newer = other.lock("taken").wait(Duration::from_secs(1)).await.unwrap();
+    let newer = other
+        .lock("taken")
+        .wait(Duration::from_secs(1))
+        .await
+        .unwrap();
     let err = lost.await;
     let told_after = stolen_at.elapsed();
     assert!(
@@ -177,7 +201,11 @@ pub async fn waiters_wake_on_release(store: TestStore) {
         let w = waiter.clone();
         let task = tokio::spawn(async move {
             let _ = subscribed_tx.send(());
-            let g = w.lock("handoff").wait(Duration::from_secs(20)).await.unwrap();
+            let g = w
+                .lock("handoff")
+                .wait(Duration::from_secs(20))
+                .await
+                .unwrap();
             let got = Instant::now();
             g.release().await.unwrap();
             got
@@ -221,12 +249,24 @@ pub async fn a_vanished_holder_ends_at_its_ttl(store: TestStore) {
     let holder = store.locker().await;
     let waiter = store.locker().await;
     // A holder that vanishes without releasing (no release message).
-    let guard = holder.lock("vanished").ttl(ttl).watchdog(false).await.unwrap();
+    let guard = holder
+        .lock("vanished")
+        .ttl(ttl)
+        .watchdog(false)
+        .await
+        .unwrap();
     let acquired = Instant::now();
     std::mem::forget(guard);
-    let next = waiter.lock("vanished").wait(Duration::from_secs(10)).await.unwrap();
+    let next = waiter
+        .lock("vanished")
+        .wait(Duration::from_secs(10))
+        .await
+        .unwrap();
     let after = acquired.elapsed();
-    assert!(after >= ttl - Duration::from_millis(50), "taken early: {after:?}");
+    assert!(
+        after >= ttl - Duration::from_millis(50),
+        "taken early: {after:?}"
+    );
     assert!(after <= ttl + SLACK, "waited {after:?} for a {ttl:?} lease");
     next.release().await.unwrap();
 }
@@ -242,7 +282,8 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
             // Give up at varying points: while queued, while at the store,
             // or right after acquiring.
             let budget = Duration::from_micros(50 + (i * 997) % 3000);
-            match tokio::time::timeout(budget, locker.lock(key).wait(Duration::from_secs(5))).await {
+            match tokio::time::timeout(budget, locker.lock(key).wait(Duration::from_secs(5))).await
+            {
                 Ok(Ok(guard)) if i % 2 == 0 => drop(guard),
                 Ok(Ok(guard)) => {
                     // Held while the task may be aborted: dropped by the abort.
@@ -271,7 +312,11 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
     }
     let renewals = counts.renewals();
     tokio::time::sleep(ttl).await;
-    assert_eq!(counts.renewals(), renewals, "renewals after every guard is gone");
+    assert_eq!(
+        counts.renewals(),
+        renewals,
+        "renewals after every guard is gone"
+    );
     assert_eq!(locker.local_lines(), 0, "local wait lines left behind");
     if let Some(server) = store.server() {
         let mut conn = server.connection().await;
@@ -289,14 +334,32 @@ pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
                 assert!(key.len() < 200, "the message repeats a huge key");
                 assert!(!reason.is_empty());
             }
-            other => panic!("expected InvalidKey for a {}-byte key, got {other:?}", bad.len()),
+            other => panic!(
+                "expected InvalidKey for a {}-byte key, got {other:?}",
+                bad.len()
+            ),
         }
     }
-    let odd = ["a{b}", "{", "}", "*", "?x", "[ab]", "back\\slash", "crlf\r\n", "nul\0", "%7B", "ключ"];
+    let odd = [
+        "a{b}",
+        "{",
+        "}",
+        "*",
+        "?x",
+        "[ab]",
+        "back\\slash",
+        "crlf\r\n",
+        "nul\0",
+        "%7B",
+        "ключ",
+    ];
     let mut held = Vec::new();
     for key in odd {
         let guard = locker.lock(key).await.unwrap();
-        assert!(other.try_lock(key).await.unwrap().is_none(), "{key:?} not exclusive");
+        assert!(
+            other.try_lock(key).await.unwrap().is_none(),
+            "{key:?} not exclusive"
+        );
         held.push(guard);
     }
     // Distinct inputs are distinct locks: all are held at once.
@@ -328,7 +391,8 @@ pub async fn reentrancy_is_task_scoped(store: TestStore) {
                 .await;
             // Another task is another holder.
             let l = locker.clone();
-            let blocked = tokio::spawn(async move { l.try_lock("reentrant").await.unwrap().is_none() });
+            let blocked =
+                tokio::spawn(async move { l.try_lock("reentrant").await.unwrap().is_none() });
             assert!(blocked.await.unwrap());
         })
         .await;
@@ -343,7 +407,10 @@ pub async fn try_lock_does_not_wait(store: TestStore) {
     let guard = locker.try_lock("once").await.unwrap().expect("free");
     let started = Instant::now();
     assert!(other.try_lock("once").await.unwrap().is_none());
-    assert!(locker.try_lock("once").await.unwrap().is_none(), "same locker, other task line");
+    assert!(
+        locker.try_lock("once").await.unwrap().is_none(),
+        "same locker, other task line"
+    );
     assert!(started.elapsed() < SLACK);
     guard.release().await.unwrap();
     assert!(other.try_lock("once").await.unwrap().is_some());
@@ -358,8 +425,17 @@ pub async fn max_hold_stops_renewal(store: TestStore) {
     let lost = guard.lost().await;
     let after = started.elapsed();
     assert!(
-        matches!(lost, LockError::Lost { reason: lock_core::LossReason::MaxHoldTimeReached, .. }),
+        matches!(
+            lost,
+            LockError::Lost {
+                reason: lock_core::LossReason::MaxHoldTimeReached,
+                ..
+            }
+        ),
         "{lost}"
     );
-    assert!(after >= max_hold && after <= max_hold + ttl + SLACK, "{after:?}");
+    assert!(
+        after >= max_hold && after <= max_hold + ttl + SLACK,
+        "{after:?}"
+    );
 }

@@ -1,1 +1,504 @@
-//! Redis-only tests (multi-process, faults, slots).
+//! Behaviour that only a real Redis can show: several OS processes, server
+//! restarts, replica promotion, pauses, unreachable servers, hash slots.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use lock_core::{FencingToken, LockError, Locker};
+use lock_testkit::{RedisServer, all_keys, assert_lost, command_calls};
+
+/// Commands a client sends itself (the ones inside scripts are counted
+/// separately by Redis).
+const TOP_LEVEL: [&str; 6] = [
+    "evalsha",
+    "eval",
+    "script",
+    "subscribe",
+    "unsubscribe",
+    "wait",
+];
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+const SLACK: Duration = Duration::from_millis(750);
+
+async fn locker(server: &RedisServer) -> Locker {
+    Locker::redis(&server.url()).await.expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_across_processes() {
+    let server = RedisServer::start();
+    let (processes, keys, tasks, millis) = (3, 2, 4, 2500);
+    let children: Vec<_> = (0..processes)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_contender"))
+                .args([
+                    server.url(),
+                    keys.to_string(),
+                    tasks.to_string(),
+                    millis.to_string(),
+                ])
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn contender")
+        })
+        .collect();
+    let (mut ops, mut violations) = (0u64, 0u64);
+    for child in children {
+        let out = child.wait_with_output().expect("contender");
+        assert!(out.status.success(), "contender failed: {out:?}");
+        let line = String::from_utf8_lossy(&out.stdout);
+        for field in line.split_whitespace() {
+            match field.split_once('=') {
+                Some(("ops", n)) => ops += n.parse::<u64>().unwrap(),
+                Some(("violations", n)) => violations += n.parse::<u64>().unwrap(),
+                _ => {}
+            }
+        }
+    }
+    let mut conn = server.connection().await;
+    let mut counted = 0u64;
+    for k in 0..keys {
+        counted += conn
+            .get::<_, Option<u64>>(format!("counter:{k}"))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+    }
+    println!("{processes} processes x {tasks} tasks: {ops} critical sections");
+    assert!(ops > 50, "too little contention to mean anything: {ops}");
+    assert_eq!(violations, 0, "two holders inside at once");
+    assert_eq!(counted, ops, "lost updates");
+    // Nothing of the locks is left behind.
+    let left: Vec<String> = all_keys(&mut conn)
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("lock:"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_rise_across_restart_without_persistence() {
+    let mut server = RedisServer::start();
+    let mut last = FencingToken::new(0);
+    for _ in 0..3 {
+        let locker = locker(&server).await;
+        for _ in 0..5 {
+            let guard = locker.lock("restart").await.unwrap();
+            assert!(guard.token() > last);
+            last = guard.token();
+            guard.release().await.unwrap();
+        }
+        // Held while the server dies: the holder is told.
+        let held = locker
+            .lock("restart")
+            .ttl(Duration::from_millis(600))
+            .await
+            .unwrap();
+        assert!(held.token() > last);
+        last = held.token();
+        server.restart();
+        let err = tokio::time::timeout(Duration::from_millis(600) + SLACK, held.lost())
+            .await
+            .expect("loss told within the lease after a restart");
+        assert!(matches!(err, LockError::Lost { .. }), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_rise_across_promotion_of_a_lagging_replica() {
+    let mut master = RedisServer::start();
+    let replica = master.start_replica().await;
+    let on_master = locker(&master).await;
+    let mut last = FencingToken::new(0);
+    for _ in 0..3 {
+        let g = on_master.lock("promote").await.unwrap();
+        last = g.token();
+        g.release().await.unwrap();
+    }
+    master.wait_for_replicas(1).await;
+    // The replica stops receiving (pointed at a port where nothing listens,
+    // it keeps its data); the master goes on minting.
+    let nowhere = RedisServer::start();
+    let nowhere_port = nowhere.port();
+    drop(nowhere);
+    let mut conn = replica.connection().await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(nowhere_port)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        let g = on_master.lock("promote").await.unwrap();
+        assert!(g.token() > last);
+        last = g.token();
+        g.release().await.unwrap();
+    }
+    let held = on_master.lock("promote").await.unwrap();
+    last = last.max(held.token());
+    master.kill();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let on_replica = locker(&replica).await;
+    // The promoted replica never saw the held lease: a second holder gets
+    // in, and only its higher token can tell the two apart downstream.
+    let promoted = on_replica.lock("promote").await.unwrap();
+    assert!(
+        promoted.token() > last,
+        "token {} after promotion, {} before",
+        promoted.token(),
+        last
+    );
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_bookkeeping_is_left_behind() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    for i in 0..200 {
+        let g = locker.lock(format!("order:{i}")).await.unwrap();
+        g.release().await.unwrap();
+    }
+    let expired = locker
+        .lock("order:expired")
+        .ttl(Duration::from_millis(100))
+        .watchdog(false)
+        .await
+        .unwrap();
+    let _ = expired.lost().await;
+    let mut conn = server.connection().await;
+    // Expired leases take their token record along within a millisecond.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let keys = all_keys(&mut conn).await;
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loss_is_told_when_the_server_is_paused() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(900);
+    let locker = Locker::builder()
+        .ttl(ttl)
+        .timeout(Duration::from_millis(200))
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let other = locker.clone();
+    let guard = locker.lock("paused").await.unwrap();
+    let acquired = Instant::now();
+    server.pause();
+    let err = guard.lost().await;
+    let told = acquired.elapsed();
+    // Deadline (at most one ttl after the last confirmed renewal, which was
+    // at most one interval before the pause) plus one interval.
+    assert!(told <= ttl + ttl / 3 + SLACK, "told after {told:?}");
+    assert!(matches!(err, LockError::Lost { .. }));
+    assert!(!guard.is_held());
+    server.resume();
+    // After the pause the lease has run out in Redis too; another owner
+    // gets the lock, and the stale release does not touch it.
+    let next = other.lock("paused").wait(ttl + SLACK).await.unwrap();
+    assert!(next.token() > guard.token());
+    assert_lost(guard.release().await);
+    assert!(next.is_held());
+    let mut conn = server.connection().await;
+    let owner: Option<String> = conn
+        .get(locker.stored_keys("paused").unwrap().lease)
+        .await
+        .unwrap();
+    assert!(owner.is_some(), "the new owner's lease was removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_servers_fail_fast_and_clearly() {
+    let timeout = Duration::from_millis(300);
+    // Nothing listens on a port that a server just left.
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let started = Instant::now();
+    let err = Locker::builder()
+        .timeout(timeout)
+        .redis(&url)
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < timeout + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+
+    // Server gone after connecting: acquire fails within the timeout.
+    server.restart();
+    let locker = Locker::builder()
+        .timeout(timeout)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    server.kill();
+    let started = Instant::now();
+    let err = locker.lock("down").await.unwrap_err();
+    assert!(
+        started.elapsed() < timeout + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+    match &err {
+        LockError::Unavailable { key, .. } => assert_eq!(key, "down"),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("`down`"), "{err}");
+
+    // Server frozen: acquire and release give up after the timeout.
+    server.restart();
+    let locker = Locker::builder()
+        .timeout(timeout)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let held = locker.lock("frozen:held").await.unwrap();
+    server.pause();
+    let started = Instant::now();
+    let err = locker.lock("frozen").await.unwrap_err();
+    assert!(started.elapsed() < timeout + SLACK);
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    let started = Instant::now();
+    assert!(held.release().await.is_err());
+    assert!(started.elapsed() < timeout + SLACK);
+    server.resume();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_waiters_cost_few_commands() {
+    const WAITERS: u64 = 1000;
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let mut conn = server.connection().await;
+    let before = calls(&mut conn).await;
+    let first = locker.lock("herd").await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..WAITERS {
+        let locker = locker.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = locker
+                .lock("herd")
+                .wait(Duration::from_secs(120))
+                .await
+                .unwrap();
+            guard.release().await.unwrap();
+        }));
+    }
+    tokio::task::yield_now().await;
+    first.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let after = calls(&mut conn).await;
+    let acquisitions = (WAITERS + 1) as f64;
+    let sent = (after.0 - before.0) as f64 / acquisitions;
+    // Minus our own INFO call.
+    let all = (after.1 - before.1 - 1) as f64 / acquisitions;
+    println!(
+        "{WAITERS} waiters on one key: {sent:.2} commands sent per acquisition \
+         ({all:.2} counting those run inside the scripts)"
+    );
+    assert!(sent <= 3.0, "{sent:.2} commands per acquisition");
+    assert_eq!(locker.local_lines(), 0);
+}
+
+/// (commands sent by clients, all commands including those inside scripts)
+async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+    let mut sent = 0;
+    for command in TOP_LEVEL {
+        sent += command_calls(conn, command).await;
+    }
+    (sent, total_calls(conn).await)
+}
+
+async fn total_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| l.split("calls=").nth(1))
+        .filter_map(|rest| rest.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_keys_share_one_slot_and_never_collide() {
+    let cluster = RedisServer::options().cluster().start();
+    let mut conn = cluster.connection().await;
+    let locker = Locker::memory();
+    let inputs = [
+        "order:42",
+        "{",
+        "}",
+        "a{b}c",
+        "{x}{y}",
+        "*",
+        "?",
+        "[a-z]",
+        "\\",
+        "a\r\nDEL x",
+        "nul\0",
+        "%7B",
+        "%",
+        " ",
+        "ключ",
+        "{}",
+        "}{",
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for input in inputs {
+        let keys = locker.stored_keys(input).unwrap();
+        let mut slots = Vec::new();
+        for name in [&keys.lease, &keys.fence, &keys.channel] {
+            let slot: u16 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(name)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            slots.push(slot);
+            // One hash tag, and inside it only plain bytes and %XX escapes.
+            assert_eq!(
+                (name.matches('{').count(), name.matches('}').count()),
+                (1, 1),
+                "{name:?}"
+            );
+            let tag = name.split_once('{').unwrap().1.split_once('}').unwrap().0;
+            assert!(
+                tag.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@=+,;%".contains(&b)),
+                "unescaped byte in {name:?}"
+            );
+        }
+        assert!(
+            slots.windows(2).all(|w| w[0] == w[1]),
+            "{input:?}: slots {slots:?}"
+        );
+        assert!(seen.insert(keys.lease.clone()), "{input:?} collides");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_acknowledgement() {
+    let master = RedisServer::start();
+    let without = Locker::builder()
+        .replicas(1, Duration::from_millis(100))
+        .redis(&master.url())
+        .await
+        .unwrap();
+    let err = without.lock("acked").await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::ReplicasNotConfirmed {
+                wanted: 1,
+                confirmed: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The unconfirmed lock was released.
+    let plain = locker(&master).await;
+    assert!(plain.try_lock("acked").await.unwrap().is_some());
+
+    let _replica = master.start_replica().await;
+    let with = Locker::builder()
+        .replicas(1, Duration::from_secs(2))
+        .redis(&master.url())
+        .await
+        .unwrap();
+    let guard = with.lock("acked:2").await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_survive_a_dropped_subscription_connection() {
+    let server = RedisServer::start();
+    let holder = locker(&server).await;
+    let waiter = locker(&server).await;
+    let guard = holder.lock("resub").await.unwrap();
+    let w = waiter.clone();
+    let task = tokio::spawn(async move { w.lock("resub").wait(Duration::from_secs(20)).await });
+    // Wait until the waiter's subscription exists, then cut it.
+    let mut conn = server.connection().await;
+    loop {
+        let subs: Vec<redis::Value> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(holder.stored_keys("resub").unwrap().channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if matches!(subs.get(1), Some(redis::Value::Int(n)) if *n > 0) {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let got = task.await.unwrap().expect("the waiter got the lock");
+    // Well before the 30 s lease: it re-subscribed and saw the release.
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        released.elapsed()
+    );
+    got.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_millis(800);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_holder"))
+        .args([server.url(), "killed".into(), ttl.as_millis().to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let token: u64 = line
+        .trim()
+        .strip_prefix("token=")
+        .expect("token line")
+        .parse()
+        .unwrap();
+    child.kill().unwrap();
+    let killed = Instant::now();
+    child.wait().unwrap();
+    let locker = locker(&server).await;
+    let guard = locker
+        .lock("killed")
+        .wait(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let after = killed.elapsed();
+    assert!(after <= ttl + SLACK, "freed after {after:?}");
+    assert!(guard.token().get() > token);
+}

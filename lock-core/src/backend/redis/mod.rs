@@ -39,9 +39,11 @@ impl RedisBackend<ConnectionManager> {
     /// by `timeout`.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(|err| StoreError::new(err, false))?;
+        // Responses are bounded per request by `bounded` instead (WAIT needs
+        // a longer bound than the others).
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(2)
             .set_max_delay(timeout);
         let connect = ConnectionManager::new_with_config(client.clone(), config);
@@ -66,7 +68,11 @@ where
     /// A backend over an existing connection. `pubsub` is the client that
     /// opens the release-notification connection; without it waiters poll
     /// at the holder's remaining TTL.
-    pub fn with_connection(connection: C, pubsub: Option<redis::Client>, timeout: Duration) -> Self {
+    pub fn with_connection(
+        connection: C,
+        pubsub: Option<redis::Client>,
+        timeout: Duration,
+    ) -> Self {
         RedisBackend {
             connection,
             hub: pubsub.map(|client| Hub::new(client, timeout)),
