@@ -182,6 +182,10 @@ impl LockGuard {
         lease.mark_released();
         lease.free_slot();
         tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released");
+        match &outcome {
+            Ok(_) => crate::telemetry::released(),
+            Err(_) => crate::telemetry::store_error(Operation::Release),
+        }
         match (locally_lost, outcome) {
             (Some(reason), _) => Err(lease.lost_error(reason)),
             (None, Ok(true)) => Ok(()),
@@ -220,6 +224,10 @@ pub(crate) fn release_in_background(lease: Arc<Lease>) {
             runtime.spawn(async move {
                 let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
                 tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released in the background");
+                match &outcome {
+                    Ok(_) => crate::telemetry::released(),
+                    Err(_) => crate::telemetry::store_error(Operation::Release),
+                }
                 lease.free_slot();
             });
         }

@@ -103,6 +103,7 @@ impl Lease {
         });
         if changed {
             tracing::warn!(key = %self.keys.user, token = %self.token, %reason, "lock lease lost");
+            crate::telemetry::lost(reason);
             self.free_slot();
         }
     }

@@ -46,6 +46,9 @@
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the head contends at the store.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].
+//! - Observability: `tracing` events for acquire, renew, lost and release
+//!   with the key and token as fields; with feature `metrics`, counters and a
+//!   wait-time histogram through the `metrics` facade.
 
 pub mod backend;
 mod error;
@@ -56,6 +59,7 @@ mod locker;
 mod owner;
 mod request;
 mod scope;
+mod telemetry;
 mod token;
 mod waiting;
 mod watchdog;

@@ -161,7 +161,16 @@ impl Locker {
         crate::StoredKeys::new(&self.inner.config.namespace, key)
     }
 
-    /// Number of keys this process currently holds or waits for.
+    /// Tasks of this Locker waiting in the local line for `key` behind the
+    /// one that holds or is taking it (for load shedding and metrics).
+    pub fn local_waiters(&self, key: &str) -> usize {
+        match self.stored_keys(key) {
+            Ok(keys) => self.inner.queues.waiting(&keys.lease),
+            Err(_) => 0,
+        }
+    }
+
+    /// Number of keys this Locker currently holds or waits for.
     pub fn local_lines(&self) -> usize {
         self.inner.queues.open_lines()
     }

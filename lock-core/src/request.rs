@@ -21,7 +21,7 @@ use crate::keys::StoredKeys;
 use crate::lease::{Lease, LeaseParts, deadline_after};
 use crate::locker::Locker;
 use crate::waiting::{LocalSlot, NoSlot};
-use crate::{owner, scope, watchdog};
+use crate::{owner, scope, telemetry, watchdog};
 
 /// Without a release channel, waiters look again at least this often.
 const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
@@ -130,6 +130,8 @@ impl LockRequest {
     }
 
     fn timeout_error(&self, started: Instant) -> LockError {
+        telemetry::wait_timed_out();
+        tracing::debug!(key = %self.key, waited = ?started.elapsed(), "lock wait timed out");
         LockError::WaitTimeout {
             key: LockError::shown(&self.key),
             waited: started.elapsed(),
@@ -186,6 +188,7 @@ impl LockRequest {
                     };
                     let handle = watchdog::spawn(Arc::clone(&lease), plan);
                     tracing::debug!(key = %lease.keys.user, %token, waited = ?started.elapsed(), "lock acquired");
+                    telemetry::acquired(started.elapsed());
                     return Ok(LockGuard::owner(lease, handle));
                 }
                 Ok(Attempt::Held { remaining }) => {
@@ -228,6 +231,8 @@ impl LockRequest {
                     if !err.outcome_unknown() {
                         undo.armed = false;
                     }
+                    telemetry::store_error(Operation::Acquire);
+                    tracing::warn!(key = %self.key, error = %err, "acquire failed: store unavailable");
                     return Err(LockError::unavailable(&self.key, Operation::Acquire, err));
                 }
             }

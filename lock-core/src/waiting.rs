@@ -152,6 +152,15 @@ impl LocalQueues {
         }
     }
 
+    /// Tasks waiting in line for `key` (not counting the head).
+    pub(crate) fn waiting(&self, key: &str) -> usize {
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .map_or(0, |line| line.waiting.load(Ordering::Relaxed))
+    }
+
     /// Lines currently open (keys held or awaited by this process).
     pub(crate) fn open_lines(&self) -> usize {
         self.lines

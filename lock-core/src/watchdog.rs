@@ -82,6 +82,7 @@ async fn watch(lease: Arc<Lease>, plan: Plan) {
                 return;
             }
             Some(Err(err)) => {
+                crate::telemetry::store_error(crate::error::Operation::Renew);
                 tracing::debug!(key = %lease.keys.user, token = %lease.token, error = %err, "renewal failed; retrying");
                 next = Instant::now() + retry_delay(interval);
             }

@@ -89,7 +89,7 @@ impl TestStore {
 #[derive(Clone)]
 pub struct Counting {
     inner: Arc<dyn Backend>,
-    acquires: Arc<AtomicU64>,
+    acquires: Arc<tokio::sync::watch::Sender<u64>>,
     renewals: Arc<AtomicU64>,
     releases: Arc<AtomicU64>,
 }
@@ -98,7 +98,7 @@ impl Counting {
     fn new(inner: Arc<dyn Backend>) -> Self {
         Counting {
             inner,
-            acquires: Arc::default(),
+            acquires: Arc::new(tokio::sync::watch::channel(0).0),
             renewals: Arc::default(),
             releases: Arc::default(),
         }
@@ -106,7 +106,16 @@ impl Counting {
 
     /// Acquire attempts so far.
     pub fn acquires(&self) -> u64 {
-        self.acquires.load(Ordering::SeqCst)
+        *self.acquires.borrow()
+    }
+
+    /// Waits until at least `n` acquire attempts have been made (an event,
+    /// not a sleep: the attempt counter is a watch channel).
+    pub async fn acquires_reach(&self, n: u64) {
+        let mut seen = self.acquires.subscribe();
+        seen.wait_for(|&count| count >= n)
+            .await
+            .expect("counter alive");
     }
 
     /// Renewals so far.
@@ -127,8 +136,15 @@ impl Backend for Counting {
         owner: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
-        self.acquires.fetch_add(1, Ordering::SeqCst);
-        self.inner.try_acquire(keys, owner, ttl)
+        let attempt = self.inner.try_acquire(keys, owner, ttl);
+        let acquires = Arc::clone(&self.acquires);
+        Box::pin(async move {
+            let outcome = attempt.await;
+            // Counted once answered, so a waiter seen at n attempts has its
+            // answers in hand.
+            acquires.send_modify(|n| *n += 1);
+            outcome
+        })
     }
 
     fn renew<'a>(

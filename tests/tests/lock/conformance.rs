@@ -193,14 +193,13 @@ pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
 
 pub async fn waiters_wake_on_release(store: TestStore) {
     let holder = store.locker().await;
-    let waiter = store.locker().await;
+    let (waiter, attempts) = store.locker_with(|l| l).await;
     let mut handoffs = Vec::new();
     for _ in 0..20 {
         let guard = holder.lock("handoff").await.unwrap();
-        let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+        let before = attempts.acquires();
         let w = waiter.clone();
         let task = tokio::spawn(async move {
-            let _ = subscribed_tx.send(());
             let g = w
                 .lock("handoff")
                 .wait(Duration::from_secs(20))
@@ -210,11 +209,9 @@ pub async fn waiters_wake_on_release(store: TestStore) {
             g.release().await.unwrap();
             got
         });
-        subscribed_rx.await.unwrap();
-        // Let the waiter reach the store and start waiting; its wake-up must
-        // then come from the release, since the lease has 30 s left.
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Two refused attempts (before and after subscribing): the waiter now
+        // sleeps on the release channel, with 30 s left on the lease.
+        attempts.acquires_reach(before + 2).await;
         let released = Instant::now();
         guard.release().await.unwrap();
         let got = task.await.unwrap();
@@ -438,4 +435,31 @@ pub async fn max_hold_stops_renewal(store: TestStore) {
         after >= max_hold && after <= max_hold + ttl + SLACK,
         "{after:?}"
     );
+}
+
+pub async fn waiters_per_key_are_bounded(store: TestStore) {
+    let (locker, _) = store.locker_with(|l| l.max_waiters_per_key(2)).await;
+    let held = locker.lock("crowded").await.unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let l = locker.clone();
+            tokio::spawn(async move {
+                let guard = l.lock("crowded").wait(Duration::from_secs(20)).await?;
+                guard.release().await
+            })
+        })
+        .collect();
+    while locker.local_waiters("crowded") < 2 {
+        tokio::task::yield_now().await;
+    }
+    let err = locker.lock("crowded").await.unwrap_err();
+    assert!(
+        matches!(err, LockError::TooManyWaiters { limit: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`crowded`"));
+    held.release().await.unwrap();
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
 }

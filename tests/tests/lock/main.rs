@@ -2,6 +2,7 @@
 //! the same behavioural suite against the memory backend).
 
 mod conformance;
+mod metrics;
 mod redis_only;
 
 /// Runs each conformance test against both backends.
@@ -41,4 +42,5 @@ on_every_backend!(
     reentrancy_is_task_scoped,
     try_lock_does_not_wait,
     max_hold_stops_renewal,
+    waiters_per_key_are_bounded,
 );

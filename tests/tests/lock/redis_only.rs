@@ -502,3 +502,44 @@ async fn a_killed_holder_process_frees_the_lock_at_its_ttl() {
     assert!(after <= ttl + SLACK, "freed after {after:?}");
     assert!(guard.token().get() > token);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_acquire_is_undone_by_owner_value() {
+    let server = RedisServer::start();
+    let timeout = Duration::from_millis(200);
+    let impatient = Locker::builder()
+        .timeout(timeout)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let mut admin = server.connection().await;
+    // Commands queue behind the pause longer than the client waits: the
+    // acquire times out on the client, then runs on the server.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(800)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let err = impatient.lock("ambiguous").await.unwrap_err();
+    match &err {
+        LockError::Unavailable { source, .. } => assert!(source.outcome_unknown(), "{err}"),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("may have been applied"), "{err}");
+    // The background release by owner value removes the lock the paused
+    // acquire took: another client gets it long before its 30 s lease ends.
+    let other = locker(&server).await;
+    let started = Instant::now();
+    let guard = other
+        .lock("ambiguous")
+        .wait(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    guard.release().await.unwrap();
+}

@@ -1,0 +1,69 @@
+//! Metrics through the `metrics` facade (feature `metrics`); no-ops
+//! without it. Tracing events are emitted where things happen.
+//!
+//! | metric | kind | labels |
+//! |---|---|---|
+//! | `lock_acquired_total` | counter | |
+//! | `lock_wait_seconds` | histogram | |
+//! | `lock_wait_timeouts_total` | counter | |
+//! | `lock_lost_total` | counter | `reason` |
+//! | `lock_released_total` | counter | |
+//! | `lock_store_errors_total` | counter | `op` |
+//!
+//! Keys are not labels: their number is unbounded.
+
+use std::time::Duration;
+
+use crate::error::{LossReason, Operation};
+
+#[cfg(feature = "metrics")]
+mod enabled {
+    use super::*;
+
+    pub(crate) fn acquired(waited: Duration) {
+        metrics::counter!("lock_acquired_total").increment(1);
+        metrics::histogram!("lock_wait_seconds").record(waited.as_secs_f64());
+    }
+
+    pub(crate) fn wait_timed_out() {
+        metrics::counter!("lock_wait_timeouts_total").increment(1);
+    }
+
+    pub(crate) fn lost(reason: LossReason) {
+        let reason = match reason {
+            LossReason::NotRenewedInTime => "not_renewed_in_time",
+            LossReason::OwnerChanged => "owner_changed",
+            LossReason::MaxHoldTimeReached => "max_hold_time_reached",
+        };
+        metrics::counter!("lock_lost_total", "reason" => reason).increment(1);
+    }
+
+    pub(crate) fn released() {
+        metrics::counter!("lock_released_total").increment(1);
+    }
+
+    pub(crate) fn store_error(op: Operation) {
+        let op = match op {
+            Operation::Acquire => "acquire",
+            Operation::Renew => "renew",
+            Operation::Release => "release",
+            Operation::Subscribe => "subscribe",
+            Operation::ConfirmReplicas => "confirm_replicas",
+            Operation::FencedWrite => "fenced_write",
+        };
+        metrics::counter!("lock_store_errors_total", "op" => op).increment(1);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+mod enabled {
+    use super::*;
+
+    pub(crate) fn acquired(_waited: Duration) {}
+    pub(crate) fn wait_timed_out() {}
+    pub(crate) fn lost(_reason: LossReason) {}
+    pub(crate) fn released() {}
+    pub(crate) fn store_error(_op: Operation) {}
+}
+
+pub(crate) use enabled::*;
