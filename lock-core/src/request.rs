@@ -181,15 +181,17 @@ impl LockRequest {
                         deadline: lease_deadline,
                         slot: Some(slot),
                     });
-                    self.confirm_replicas(&lease).await?;
                     let plan = watchdog::Plan {
                         renew: self.watchdog,
                         hold_until: inner.config.max_hold.map(|h| sent + h),
                     };
                     let handle = watchdog::spawn(Arc::clone(&lease), plan);
-                    tracing::debug!(key = %lease.keys.user, %token, waited = ?started.elapsed(), "lock acquired");
+                    // From here a dropped future drops the guard, which releases.
+                    let guard = LockGuard::owner(lease, handle);
+                    let guard = self.confirm_replicas(guard).await?;
+                    tracing::debug!(key = %self.key, %token, waited = ?started.elapsed(), "lock acquired");
                     telemetry::acquired(started.elapsed());
-                    return Ok(LockGuard::owner(lease, handle));
+                    return Ok(guard);
                 }
                 Ok(Attempt::Held { remaining }) => {
                     undo.armed = false;
@@ -209,7 +211,9 @@ impl LockRequest {
                             }
                         }
                     }
-                    let mut wake_at = now + remaining.unwrap_or(self.ttl);
+                    // At least a millisecond: a lease about to expire must not spin.
+                    let left = remaining.unwrap_or(self.ttl).max(Duration::from_millis(1));
+                    let mut wake_at = now + left;
                     if signal.is_none() {
                         wake_at = wake_at.min(now + POLL_WITHOUT_CHANNEL);
                     }
@@ -241,23 +245,27 @@ impl LockRequest {
 
     /// Replica acknowledgement: on failure the lease is released and the
     /// acquire fails.
-    async fn confirm_replicas(&self, lease: &Arc<Lease>) -> Result<(), LockError> {
+    async fn confirm_replicas(&self, guard: LockGuard) -> Result<LockGuard, LockError> {
         let Some((wanted, within)) = self.locker.inner.config.replicas else {
-            return Ok(());
+            return Ok(guard);
         };
-        let confirmed = lease.backend.confirm_replicas(wanted, within).await;
+        let confirmed = self
+            .locker
+            .inner
+            .backend
+            .confirm_replicas(wanted, within)
+            .await;
         let failure = match confirmed {
-            Ok(n) if n >= wanted => return Ok(()),
+            Ok(n) if n >= wanted => return Ok(guard),
             Ok(n) => LockError::ReplicasNotConfirmed {
-                key: LockError::shown(&lease.keys.user),
+                key: LockError::shown(&self.key),
                 wanted,
                 confirmed: n,
             },
-            Err(err) => LockError::unavailable(&lease.keys.user, Operation::ConfirmReplicas, err),
+            Err(err) => LockError::unavailable(&self.key, Operation::ConfirmReplicas, err),
         };
-        let _ = lease.backend.release(&lease.keys, &lease.owner).await;
-        lease.mark_released();
-        lease.free_slot();
+        // Whatever the release says, the acquire has failed.
+        let _ = guard.release().await;
         Err(failure)
     }
 }

@@ -447,7 +447,7 @@ async fn waiters_survive_a_dropped_subscription_connection() {
         if matches!(subs.get(1), Some(redis::Value::Int(n)) if *n > 0) {
             break;
         }
-        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let _: redis::Value = redis::cmd("CLIENT")
         .arg("KILL")
@@ -542,4 +542,70 @@ async fn an_ambiguous_acquire_is_undone_by_owner_value() {
         started.elapsed()
     );
     guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_subscription_connection_per_locker() {
+    const KEYS: usize = 20;
+    let server = RedisServer::start();
+    let holder = locker(&server).await;
+    let waiter = locker(&server).await;
+    let mut guards = Vec::new();
+    for k in 0..KEYS {
+        guards.push(holder.lock(format!("fan:{k}")).await.unwrap());
+    }
+    let tasks: Vec<_> = (0..KEYS * 5)
+        .map(|i| {
+            let w = waiter.clone();
+            tokio::spawn(async move {
+                let g = w
+                    .lock(format!("fan:{}", i % KEYS))
+                    .wait(Duration::from_secs(30))
+                    .await?;
+                g.release().await
+            })
+        })
+        .collect();
+    let mut conn = server.connection().await;
+    // Every key's head waiter has subscribed (one channel per key).
+    loop {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("lock:*")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if channels.len() == KEYS {
+            break;
+        }
+        // Server-side state has no event to await: poll it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(clients.lines().count(), 1, "{clients}");
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    // The last waiter of each key unsubscribed.
+    loop {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg("lock:*")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if channels.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
