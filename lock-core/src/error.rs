@@ -124,6 +124,17 @@ pub enum LockError {
         limit: usize,
     },
 
+    /// A `#[distributed_lock]` without `locker = ...` ran before a Locker
+    /// was installed.
+    #[error(
+        "no Locker is installed for the locked function (lock `{key}`): call \
+         `lock_core::install(locker)` at start-up, or give the attribute `locker = <expr>`"
+    )]
+    NotInstalled {
+        /// The user key the function wanted.
+        key: String,
+    },
+
     /// A configuration value is unusable.
     #[error("invalid lock configuration: {what}: {reason}")]
     InvalidConfig {

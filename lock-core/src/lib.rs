@@ -22,6 +22,41 @@
 //! # }
 //! ```
 //!
+//! # The attribute
+//!
+//! With the `macros` feature (on by default), [`macro@distributed_lock`]
+//! wraps an async function in a lock whose key comes from its arguments:
+//!
+//! ```
+//! use lock_core::{distributed_lock, FencingToken, LockError, Locker};
+//!
+//! #[derive(Debug)]
+//! enum AppError {
+//!     Lock(LockError),
+//! }
+//!
+//! impl From<LockError> for AppError {
+//!     fn from(error: LockError) -> Self {
+//!         AppError::Lock(error)
+//!     }
+//! }
+//!
+//! #[distributed_lock(key = "order:<id>", ttl = "30s", wait = "5s")]
+//! async fn pay(id: u64, cents: u64) -> Result<FencingToken, AppError> {
+//!     // Pass the token along with the write; the store rejects older ones.
+//!     Ok(FencingToken::current().expect("inside the lock"))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), AppError> {
+//! lock_core::install(Locker::memory())?; // once, at start-up
+//! let first = pay(42, 100).await?;
+//! let second = pay(42, 100).await?;
+//! assert!(second > first);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # What a lock gives, and what it does not
 //! - **Mutual exclusion while the lease is valid**: at most one owner holds
 //!   a key's lease at a time in the store. A lease is a lock with a time
@@ -50,8 +85,12 @@
 //!   with the key and token as fields; with feature `metrics`, counters and a
 //!   wait-time histogram through the `metrics` facade.
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 pub mod backend;
 mod error;
+mod global;
 mod guard;
 mod keys;
 mod lease;
@@ -66,8 +105,11 @@ mod watchdog;
 
 pub use backend::Backend;
 pub use error::{LockError, LossReason, Operation, StoreError};
+pub use global::{install, installed};
 pub use guard::LockGuard;
 pub use keys::{MAX_KEY_LEN, StoredKeys};
+#[cfg(feature = "macros")]
+pub use lock_macros::distributed_lock;
 pub use locker::{
     DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
     LockerBuilder, MIN_TTL,

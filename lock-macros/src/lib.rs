@@ -1,21 +1,83 @@
-//! `#[distributed_lock]`: wraps an async function in a distributed lock.
+//! `#[distributed_lock]`: runs an async function under a distributed lock.
 //!
-//! This crate is a skeleton: the attribute arrives with issue 3. Until then it
-//! reports a compile error that says so, rather than silently running the
-//! function unlocked.
+//! Use it through `lock_core` (feature `macros`, on by default), which
+//! re-exports it: `use lock_core::distributed_lock;`.
+//!
+//! ```ignore
+//! use lock_core::{distributed_lock, FencingToken, LockError};
+//!
+//! #[distributed_lock(key = "order:<id>", ttl = "30s", wait = "5s")]
+//! async fn pay(id: u64, cents: u64) -> Result<(), AppError> {
+//!     let token = FencingToken::current().expect("inside a locked scope");
+//!     db.pay_fenced(id, cents, token).await
+//! }
+//! ```
+//!
+//! The attribute's documentation, with every argument, is on
+//! [`macro@distributed_lock`].
+
+mod args;
+mod duration;
+mod expand;
+mod template;
 
 use proc_macro::TokenStream;
 
-/// Runs an async function under a distributed lock (not implemented yet).
+/// Runs an async function under a distributed lock.
 ///
-/// Using it today is a compile error, so that no function believes itself
-/// locked while it is not.
+/// ```ignore
+/// use lock_core::{distributed_lock, FencingToken, LockError, Locker};
+///
+/// struct Payments { locker: Locker, db: Db }
+///
+/// impl Payments {
+///     #[distributed_lock(key = "order:<order.id>", ttl = "30s", wait = "5s", locker = self.locker)]
+///     async fn pay(&self, order: &Order) -> Result<Receipt, AppError> {
+///         let token = FencingToken::current().expect("inside the lock");
+///         self.db.pay_fenced(order, token).await // the store rejects older tokens
+///     }
+/// }
+/// ```
+///
+/// # Arguments
+///
+/// | argument | example | meaning |
+/// |---|---|---|
+/// | `key` (required) | `"order:<id>"`, `"user:<req.user.id>"`, `"<self.shard>:x"` | the lock key; `<name>` is an argument (formatted with `Display`), `<name.field>` reaches into it, `<self.field>` into the receiver; a literal `<` is `<<` |
+/// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
+/// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |
+/// | `watchdog` | `false` | renew the lease while the body runs (default `true`) |
+/// | `locker` | `self.locker`, `LOCKER.clone()` | any expression yielding a `Locker`, `&Locker`, `Arc<Locker>`; default: the Locker installed with `lock_core::install` |
+/// | `on_lost` | `"continue"` | `"abort"` (default): on lease loss the body is dropped and the function returns `Err(LockError::Lost)`; `"continue"`: the body runs on (fencing protects its writes) |
+/// | `crate` | `"my_reexport::lock_core"` | path of lock-core when it is renamed |
+///
+/// The function must be `async` and return `Result<T, E>` with
+/// `E: From<lock_core::LockError>`; lock failures (timeout, store down,
+/// invalid key, lost lease) come out as `Err(E::from(error))`. Inside the
+/// body `FencingToken::current()` is the lock's token; a nested locked call
+/// on the same key in the same task is reentrant. The lock is released when
+/// the body returns, errors, panics, or is cancelled.
+///
+/// Mistakes are compile errors pointing at the offending token: a missing or
+/// empty key, a `<name>` that is no argument, a field path on a
+/// pattern-bound argument, an unclosed `<`, a bad duration, an unknown or
+/// repeated argument, an unknown `on_lost`, a non-async, `const` or
+/// non-`Result` function. The function itself is still emitted next to the
+/// error, so IDEs keep working.
 #[proc_macro_attribute]
-pub fn distributed_lock(_args: TokenStream, item: TokenStream) -> TokenStream {
-    let item = proc_macro2::TokenStream::from(item);
-    quote::quote! {
-        ::core::compile_error!("#[distributed_lock] is not implemented yet: take the lock by hand with `locker.lock(key).await`");
-        #item
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    let original = proc_macro2::TokenStream::from(item.clone());
+    let expanded = syn::parse::<args::LockArgs>(args).and_then(|args| {
+        let func = syn::parse::<syn::ItemFn>(item)?;
+        expand::expand(args, func)
+    });
+    match expanded {
+        Ok(tokens) => tokens.into(),
+        Err(error) => {
+            let error = error.to_compile_error();
+            // The function as written, so that the rest of the crate (and
+            // the IDE) still sees it.
+            quote::quote!(#error #original).into()
+        }
     }
-    .into()
 }

@@ -1,0 +1,124 @@
+//! The attribute's arguments, parsed into [`LockArgs`] with errors that
+//! point at the offending token.
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::{Expr, Ident, LitBool, LitStr, Path, Token};
+
+use crate::duration;
+use crate::template::{self, Piece};
+
+/// Every argument name, for the unknown-argument message.
+const NAMES: &str = "key, ttl, wait, watchdog, locker, on_lost, crate";
+
+/// What to do when the lease is lost while the body runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Abort,
+    Continue,
+}
+
+/// `#[distributed_lock(...)]`, parsed.
+pub(crate) struct LockArgs {
+    /// The template literal (for spans) and its pieces.
+    pub(crate) key: (LitStr, Vec<Piece>),
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) watchdog: Option<bool>,
+    pub(crate) locker: Option<Expr>,
+    pub(crate) on_lost: OnLost,
+    pub(crate) krate: Option<Path>,
+}
+
+fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Result<Duration> {
+    let lit: LitStr = input.parse()?;
+    let value = duration::parse(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
+    if value.is_zero() && !zero_ok {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!("`{name}` must be above zero, e.g. \"30s\""),
+        ));
+    }
+    Ok(value)
+}
+
+impl Parse for LockArgs {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut key = None;
+        let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
+            (None, None, None, None, None, None);
+        let mut seen: Vec<String> = Vec::new();
+        while !input.is_empty() {
+            // `crate` is a keyword: accept any identifier here.
+            let name = Ident::parse_any(input)?;
+            let text = name.to_string();
+            if seen.contains(&text) {
+                return Err(syn::Error::new(
+                    name.span(),
+                    format!("`{text}` is given twice; keep one"),
+                ));
+            }
+            seen.push(text.clone());
+            input.parse::<Token![=]>()?;
+            match text.as_str() {
+                "key" => {
+                    let lit: LitStr = input.parse()?;
+                    let pieces = template::parse(&lit.value())
+                        .map_err(|m| syn::Error::new(lit.span(), m))?;
+                    key = Some((lit, pieces));
+                }
+                "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
+                "wait" => wait = Some(duration_arg(input, "wait", true)?),
+                "watchdog" => watchdog = Some(input.parse::<LitBool>()?.value),
+                "locker" => locker = Some(input.parse::<Expr>()?),
+                "on_lost" => {
+                    let lit: LitStr = input.parse()?;
+                    on_lost = Some(match lit.value().as_str() {
+                        "abort" => OnLost::Abort,
+                        "continue" => OnLost::Continue,
+                        other => {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                format!(
+                                    "on_lost = \"{other}\" is not known; use \"abort\" (drop the body, return LockError::Lost) or \"continue\" (let it finish)"
+                                ),
+                            ));
+                        }
+                    });
+                }
+                "crate" => {
+                    let lit: LitStr = input.parse()?;
+                    krate = Some(lit.parse::<Path>()?);
+                }
+                _ => {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        format!("unknown argument `{text}`; expected one of: {NAMES}"),
+                    ));
+                }
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        let Some(key) = key else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")]",
+            ));
+        };
+        Ok(LockArgs {
+            key,
+            ttl,
+            wait,
+            watchdog,
+            locker,
+            on_lost: on_lost.unwrap_or(OnLost::Abort),
+            krate,
+        })
+    }
+}

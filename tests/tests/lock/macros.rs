@@ -1,0 +1,390 @@
+//! `#[distributed_lock]` at run time, against a real redis-server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use lock_core::{FencingToken, LockError, Locker, distributed_lock};
+use lock_testkit::{RedisServer, TestStore};
+use tokio::sync::{Barrier, Notify};
+
+/// An application error that lock failures convert into.
+#[derive(Debug)]
+enum AppError {
+    Lock(LockError),
+    Overlap,
+}
+
+impl From<LockError> for AppError {
+    fn from(error: LockError) -> Self {
+        AppError::Lock(error)
+    }
+}
+
+async fn redis_locker(server: &RedisServer) -> Locker {
+    Locker::redis(&server.url()).await.unwrap()
+}
+
+/// Marks itself inside `order` for a moment; fails on overlap.
+#[distributed_lock(key = "order:<order>", locker = locker, wait = "10s")]
+async fn exclusive(locker: &Locker, order: u32, inside: &AtomicBool) -> Result<(), AppError> {
+    if inside.swap(true, Ordering::SeqCst) {
+        return Err(AppError::Overlap);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    inside.store(false, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_key_calls_serialise() {
+    let server = RedisServer::start();
+    let (a, b) = (redis_locker(&server).await, redis_locker(&server).await);
+    let inside = AtomicBool::new(false);
+    let calls = (0..20).map(|i| exclusive(if i % 2 == 0 { &a } else { &b }, 42, &inside));
+    for result in futures_util::future::join_all(calls).await {
+        result.expect("no overlap, no lock error");
+    }
+}
+
+/// Waits at a barrier inside the lock: only possible if both calls are inside.
+#[distributed_lock(key = "order:<order>", locker = locker)]
+async fn meet(locker: &Locker, order: u32, barrier: &Barrier) -> Result<(), LockError> {
+    barrier.wait().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_keys_run_in_parallel() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let barrier = Barrier::new(2);
+    let both = futures_util::future::join(meet(&locker, 1, &barrier), meet(&locker, 2, &barrier));
+    let (x, y) = tokio::time::timeout(Duration::from_secs(10), both)
+        .await
+        .expect("different orders ran one after the other");
+    x.unwrap();
+    y.unwrap();
+}
+
+#[distributed_lock(key = "order:<order>", locker = locker, wait = "200ms")]
+async fn impatient(locker: &Locker, order: u32) -> Result<FencingToken, AppError> {
+    Ok(FencingToken::current().expect("inside the lock"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_and_tokens() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let other = redis_locker(&server).await;
+    assert_eq!(FencingToken::current(), None);
+    let first = impatient(&locker, 7).await.unwrap();
+    let second = impatient(&locker, 7).await.unwrap();
+    assert!(second > first, "tokens rise across calls");
+    let held = other.lock("order:7").await.unwrap();
+    match impatient(&locker, 7).await {
+        Err(AppError::Lock(LockError::WaitTimeout { key, .. })) => assert_eq!(key, "order:7"),
+        other => panic!("expected a wait timeout, got {other:?}"),
+    }
+    held.release().await.unwrap();
+}
+
+#[distributed_lock(key = "account:<id>", locker = locker)]
+async fn outer(locker: &Locker, id: u32) -> Result<(FencingToken, FencingToken), LockError> {
+    let mine = FencingToken::current().unwrap();
+    let nested = inner(locker, id).await?;
+    Ok((mine, nested))
+}
+
+#[distributed_lock(key = "account:<id>", locker = locker)]
+async fn inner(locker: &Locker, id: u32) -> Result<FencingToken, LockError> {
+    Ok(FencingToken::current().unwrap())
+}
+
+#[distributed_lock(key = "tree:<root>", locker = locker)]
+async fn depth(locker: &Locker, root: u32, n: u32) -> Result<u32, LockError> {
+    if n == 0 {
+        return Ok(0);
+    }
+    Ok(1 + Box::pin(depth(locker, root, n - 1)).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_and_recursion() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let (mine, nested) = tokio::time::timeout(Duration::from_secs(10), outer(&locker, 1))
+        .await
+        .expect("nested lock on the same key deadlocked")
+        .unwrap();
+    assert_eq!(mine, nested);
+    let levels = tokio::time::timeout(Duration::from_secs(10), depth(&locker, 1, 5))
+        .await
+        .expect("recursion deadlocked")
+        .unwrap();
+    assert_eq!(levels, 5);
+    // Released by the outermost exit only: now free.
+    assert!(locker.try_lock("account:1").await.unwrap().is_some());
+    assert!(locker.try_lock("tree:1").await.unwrap().is_some());
+}
+
+#[distributed_lock(key = "job:<id>", locker = locker, ttl = "600ms", on_lost = "abort")]
+async fn aborted_on_loss(locker: &Locker, id: u32, entered: &Notify) -> Result<(), LockError> {
+    entered.notify_one();
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[distributed_lock(key = "job:<id>", locker = locker, ttl = "600ms", on_lost = "continue")]
+async fn continued_after_loss(
+    locker: &Locker,
+    id: u32,
+    entered: &Notify,
+    proceed: &Notify,
+) -> Result<bool, LockError> {
+    entered.notify_one();
+    proceed.notified().await;
+    Ok(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_lost_abort_and_continue() {
+    let store = TestStore::redis();
+    let locker = store.locker().await;
+    let entered = Notify::new();
+    let call = aborted_on_loss(&locker, 1, &entered);
+    let steal = async {
+        entered.notified().await;
+        store.steal(&locker, "job:1").await;
+    };
+    let (result, ()) = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::future::join(call, steal),
+    )
+    .await
+    .expect("the body was not aborted");
+    assert!(matches!(result, Err(LockError::Lost { .. })), "{result:?}");
+
+    let proceed = Notify::new();
+    let call = continued_after_loss(&locker, 2, &entered, &proceed);
+    let steal = async {
+        entered.notified().await;
+        store.steal(&locker, "job:2").await;
+        // Let the body go on only once the holder knows it lost the lease.
+        while locker.try_lock("job:2").await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        proceed.notify_one();
+    };
+    let (result, ()) = futures_util::future::join(call, steal).await;
+    assert!(result.unwrap(), "the body ran to the end");
+}
+
+#[distributed_lock(key = "slow:<id>", locker = locker)]
+async fn slow(locker: &Locker, id: u32, entered: &Notify) -> Result<(), LockError> {
+    entered.notify_one();
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_caller_releases() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let other = redis_locker(&server).await;
+    let entered = Arc::new(Notify::new());
+    let task = {
+        let (locker, entered) = (locker.clone(), entered.clone());
+        tokio::spawn(async move { slow(&locker, 3, &entered).await })
+    };
+    entered.notified().await;
+    assert!(
+        other.try_lock("slow:3").await.unwrap().is_none(),
+        "held while running"
+    );
+    task.abort();
+    let _ = task.await;
+    // Released in the background at once, not at the 30 s TTL.
+    let guard = other
+        .lock("slow:3")
+        .wait(Duration::from_secs(5))
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}
+
+/// A service that carries its own Locker.
+struct Ledger {
+    locker: Locker,
+    shard: &'static str,
+    writes: AtomicU32,
+}
+
+impl Ledger {
+    #[distributed_lock(key = "ledger:<self.shard>:<account>", locker = self.locker)]
+    async fn credit(&self, account: u32) -> Result<u32, LockError> {
+        Ok(self.writes.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    #[distributed_lock(key = "ledger:<self.shard>:reset", locker = self.locker)]
+    async fn reset(&mut self) -> Result<(), LockError> {
+        self.writes = AtomicU32::new(0);
+        Ok(())
+    }
+
+    #[distributed_lock(key = "ledger:<self.shard>:arc", locker = self.locker.clone())]
+    async fn shared(self: Arc<Self>) -> Result<u32, LockError> {
+        Ok(self.writes.load(Ordering::SeqCst))
+    }
+
+    /// Consumes the ledger.
+    #[must_use = "the count is the point"]
+    #[distributed_lock(key = "ledger:<self.shard>:close", locker = self.locker.clone())]
+    pub async fn close(self) -> Result<u32, LockError> {
+        Ok(self.writes.into_inner())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_with_every_receiver() {
+    let server = RedisServer::start();
+    let mut ledger = Ledger {
+        locker: redis_locker(&server).await,
+        shard: "eu",
+        writes: AtomicU32::new(0),
+    };
+    assert_eq!(ledger.credit(1).await.unwrap(), 1);
+    assert_eq!(ledger.credit(2).await.unwrap(), 2);
+    ledger.reset().await.unwrap();
+    let ledger = Arc::new(ledger);
+    assert_eq!(ledger.clone().shared().await.unwrap(), 0);
+    let ledger = Arc::into_inner(ledger).unwrap();
+    assert_eq!(ledger.close().await.unwrap(), 0);
+}
+
+trait Payments {
+    async fn pay(&self, order: u64) -> Result<u64, LockError>;
+}
+
+struct Gateway {
+    locker: Locker,
+}
+
+impl Payments for Gateway {
+    #[distributed_lock(key = "pay:<order>", locker = self.locker)]
+    async fn pay(&self, order: u64) -> Result<u64, LockError> {
+        Ok(FencingToken::current().unwrap().get())
+    }
+}
+
+#[distributed_lock(key = "generic:<item>", locker = locker)]
+async fn generic<T>(
+    locker: &Locker,
+    item: T,
+    extra: impl std::fmt::Display,
+) -> Result<String, LockError>
+where
+    T: std::fmt::Display + Send,
+{
+    Ok(format!("{item}/{extra}"))
+}
+
+#[distributed_lock(key = "pair:<pair.0>:<first>", locker = locker)]
+async fn patterns(
+    locker: &Locker,
+    pair: (u8, u8),
+    (first, _second): (u8, u8),
+) -> Result<u8, LockError> {
+    Ok(pair.1 + first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trait_impls_generics_and_patterns() {
+    let locker = Locker::memory();
+    let gateway = Gateway {
+        locker: locker.clone(),
+    };
+    assert!(gateway.pay(9).await.unwrap() > 0);
+    assert_eq!(generic(&locker, 5, "x").await.unwrap(), "5/x");
+    assert_eq!(patterns(&locker, (1, 2), (3, 4)).await.unwrap(), 5);
+}
+
+#[distributed_lock(key = "bad:<name>", locker = locker)]
+async fn keyed_by(locker: &Locker, name: &str) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_time_key_errors_come_back_as_errors() {
+    let locker = Locker::memory();
+    let huge = "x".repeat(10_000);
+    assert!(matches!(
+        keyed_by(&locker, &huge).await,
+        Err(LockError::InvalidKey { .. })
+    ));
+    keyed_by(&locker, "{odd}*key\r\n").await.unwrap();
+}
+
+#[distributed_lock(
+    key = "lease:<id>",
+    locker = locker,
+    ttl = "300ms",
+    watchdog = false,
+    on_lost = "continue",
+    crate = "::lock_core"
+)]
+async fn unrenewed(
+    locker: &Locker,
+    id: u32,
+    entered: &Notify,
+    proceed: &Notify,
+) -> Result<(), LockError> {
+    entered.notify_one();
+    proceed.notified().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_off_lets_the_lease_run_out() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let other = redis_locker(&server).await;
+    let (entered, proceed) = (Notify::new(), Notify::new());
+    let call = unrenewed(&locker, 1, &entered, &proceed);
+    let meanwhile = async {
+        entered.notified().await;
+        // Another owner gets the key while the body still runs: no renewal.
+        let guard = other
+            .lock("lease:1")
+            .wait(Duration::from_secs(5))
+            .await
+            .unwrap();
+        proceed.notify_one();
+        guard
+    };
+    let (result, guard) = futures_util::future::join(call, meanwhile).await;
+    result.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[distributed_lock(key = "panics:<id>", locker = locker)]
+async fn panicking(locker: &Locker, id: u32) -> Result<(), LockError> {
+    panic!("the body panicked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_body_releases() {
+    let server = RedisServer::start();
+    let locker = redis_locker(&server).await;
+    let other = redis_locker(&server).await;
+    let l = locker.clone();
+    let joined = tokio::spawn(async move { panicking(&l, 1).await }).await;
+    assert!(joined.unwrap_err().is_panic());
+    // Released in the background during unwinding, not at the 30 s TTL.
+    let guard = other
+        .lock("panics:1")
+        .wait(Duration::from_secs(5))
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}

@@ -1,0 +1,8 @@
+use lock_core::{distributed_lock, LockError};
+
+#[distributed_lock(key = "order:<id")]
+async fn pay(id: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+fn main() {}
