@@ -1,1 +1,5 @@
-//! Examples live under `examples/`; this library is empty.
+//! Shared parts of the examples: the gRPC service definition and a small
+//! fenced order store.
+
+pub mod orders;
+pub mod store;

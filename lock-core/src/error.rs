@@ -42,6 +42,10 @@ pub enum LockError {
         key: String,
         /// How long the request waited.
         waited: Duration,
+        /// The holder's remaining lease when last seen (`None`: not seen,
+        /// e.g. another task of this process held it); a hint for
+        /// `Retry-After`.
+        holder_expires_in: Option<Duration>,
     },
 
     /// The lease ended while its holder still believed it held the lock.
@@ -306,6 +310,7 @@ mod tests {
         let err = LockError::WaitTimeout {
             key: "order:42".into(),
             waited: Duration::from_secs(5),
+            holder_expires_in: None,
         };
         let msg = err.to_string();
         assert!(

@@ -9,7 +9,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::error::{LockError, LossReason, Operation};
-use crate::lease::{Lease, Status};
+use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;
 
@@ -47,7 +47,7 @@ use crate::token::FencingToken;
 /// ```
 #[must_use = "dropping a LockGuard releases the lock at once"]
 pub struct LockGuard {
-    lease: Arc<Lease>,
+    lease: Arc<LeaseState>,
     role: Role,
 }
 
@@ -62,7 +62,7 @@ enum Role {
 }
 
 impl LockGuard {
-    pub(crate) fn owner(lease: Arc<Lease>, watchdog: AbortHandle) -> Self {
+    pub(crate) fn owner(lease: Arc<LeaseState>, watchdog: AbortHandle) -> Self {
         LockGuard {
             lease,
             role: Role::Owner {
@@ -72,7 +72,7 @@ impl LockGuard {
         }
     }
 
-    pub(crate) fn reentrant(lease: Arc<Lease>) -> Self {
+    pub(crate) fn reentrant(lease: Arc<LeaseState>) -> Self {
         LockGuard {
             lease,
             role: Role::Reentrant,
@@ -93,6 +93,12 @@ impl LockGuard {
     /// acquire inside a scope that already held it).
     pub fn is_reentrant(&self) -> bool {
         matches!(self.role, Role::Reentrant)
+    }
+
+    /// A cloneable view of this lease (key, token, state, loss signal) for
+    /// code that does not own the guard.
+    pub fn lease(&self) -> crate::Lease {
+        crate::Lease::new(Arc::clone(&self.lease))
     }
 
     /// Whether the lease is still held: not lost, not released, and within
@@ -217,7 +223,7 @@ impl Drop for LockGuard {
 /// Releases `lease` on the current runtime, keeping its local slot until
 /// the store has answered; without a runtime the slot is freed now and the
 /// lease runs out at its TTL.
-pub(crate) fn release_in_background(lease: Arc<Lease>) {
+pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.mark_released();
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {

@@ -21,7 +21,7 @@ pub(crate) enum Status {
     Released,
 }
 
-pub(crate) struct Lease {
+pub(crate) struct LeaseState {
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: String,
@@ -56,9 +56,9 @@ pub(crate) struct LeaseParts {
     pub(crate) slot: Option<LocalSlot>,
 }
 
-impl Lease {
+impl LeaseState {
     pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
-        Arc::new(Lease {
+        Arc::new(LeaseState {
             locker_id: parts.locker_id,
             keys: parts.keys,
             owner: parts.owner,

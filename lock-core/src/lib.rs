@@ -88,10 +88,13 @@
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+#[cfg(feature = "axum")]
+pub mod axum;
 pub mod backend;
 mod error;
 mod global;
 mod guard;
+mod handle;
 mod keys;
 mod lease;
 mod locker;
@@ -107,6 +110,7 @@ pub use backend::Backend;
 pub use error::{LockError, LossReason, Operation, StoreError};
 pub use global::{install, installed};
 pub use guard::LockGuard;
+pub use handle::Lease;
 pub use keys::{MAX_KEY_LEN, StoredKeys};
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;

@@ -18,7 +18,7 @@ use crate::backend::{Attempt, ReleaseSignal};
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{Lease, LeaseParts, deadline_after};
+use crate::lease::{LeaseParts, LeaseState, deadline_after};
 use crate::locker::Locker;
 use crate::waiting::{LocalSlot, NoSlot};
 use crate::{owner, scope, telemetry, watchdog};
@@ -120,7 +120,7 @@ impl LockRequest {
             inner.queues.enter(&keys.lease, deadline).await
         };
         let slot = slot.map_err(|no| match no {
-            NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started),
+            NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),
             NoSlot::Full => LockError::TooManyWaiters {
                 key: LockError::shown(&self.key),
                 limit: inner.config.max_waiters_per_key,
@@ -129,12 +129,13 @@ impl LockRequest {
         self.contend(keys, slot, started, deadline).await
     }
 
-    fn timeout_error(&self, started: Instant) -> LockError {
+    fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
         telemetry::wait_timed_out();
         tracing::debug!(key = %self.key, waited = ?started.elapsed(), "lock wait timed out");
         LockError::WaitTimeout {
             key: LockError::shown(&self.key),
             waited: started.elapsed(),
+            holder_expires_in,
         }
     }
 
@@ -171,7 +172,7 @@ impl LockRequest {
                         continue;
                     }
                     let (keys, owner) = undo.disarm();
-                    let lease = Lease::new(LeaseParts {
+                    let lease = LeaseState::new(LeaseParts {
                         locker_id: inner.id,
                         keys,
                         owner,
@@ -197,7 +198,7 @@ impl LockRequest {
                     undo.armed = false;
                     let now = Instant::now();
                     if now >= deadline {
-                        return Err(self.timeout_error(started));
+                        return Err(self.timeout_error(started, remaining));
                     }
                     if signal.is_none() && !channel_failed {
                         match backend.subscribe(undo.parts().0).await {

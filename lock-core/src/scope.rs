@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::lease::Lease;
+use crate::lease::LeaseState;
 use crate::token::FencingToken;
 
 tokio::task_local! {
@@ -18,12 +18,12 @@ tokio::task_local! {
 
 #[derive(Clone)]
 struct Frame {
-    lease: Arc<Lease>,
+    lease: Arc<LeaseState>,
     parent: Option<Arc<Frame>>,
 }
 
 /// Runs `body` with `lease` as the innermost lock of the task.
-pub(crate) fn enter<F: Future>(lease: Arc<Lease>, body: F) -> impl Future<Output = F::Output> {
+pub(crate) fn enter<F: Future>(lease: Arc<LeaseState>, body: F) -> impl Future<Output = F::Output> {
     let parent = HELD.try_with(|frame| Arc::new(frame.clone())).ok();
     HELD.scope(Frame { lease, parent }, body)
 }
@@ -34,7 +34,7 @@ pub(crate) fn innermost_token() -> Option<FencingToken> {
 
 /// The lease this task's scopes hold on `lease_key` through Locker
 /// `locker_id`, if any.
-pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<Lease>> {
+pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<LeaseState>> {
     HELD.try_with(|frame| {
         let mut current = Some(frame);
         while let Some(frame) = current {

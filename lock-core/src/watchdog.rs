@@ -14,7 +14,7 @@ use tokio::task::AbortHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::LossReason;
-use crate::lease::{Lease, deadline_after};
+use crate::lease::{LeaseState, deadline_after};
 
 /// How the watchdog treats one lease.
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +26,7 @@ pub(crate) struct Plan {
 }
 
 /// Starts the watchdog of `lease`; abort the handle to stop it at once.
-pub(crate) fn spawn(lease: Arc<Lease>, plan: Plan) -> AbortHandle {
+pub(crate) fn spawn(lease: Arc<LeaseState>, plan: Plan) -> AbortHandle {
     tokio::spawn(watch(lease, plan)).abort_handle()
 }
 
@@ -34,7 +34,7 @@ fn retry_delay(interval: Duration) -> Duration {
     (interval / 5).max(Duration::from_millis(5))
 }
 
-async fn watch(lease: Arc<Lease>, plan: Plan) {
+async fn watch(lease: Arc<LeaseState>, plan: Plan) {
     let interval = lease.ttl / 3;
     let mut next = Instant::now() + interval;
     loop {

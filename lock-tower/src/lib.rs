@@ -1,6 +1,55 @@
-//! A tower `Layer` that takes a distributed lock per request.
+//! A tower [`Layer`](tower::Layer) that takes a distributed lock per
+//! request, for axum and tonic stacks, and fencing-token propagation
+//! between services.
 //!
-//! This crate is a skeleton; `LockLayer` arrives with issue 4. It depends on
-//! `lock-core` only, in the direction the workspace design fixes.
+//! ```
+//! use lock_core::Locker;
+//! use lock_tower::{KeyFrom, LockLayer};
+//!
+//! let locker = Locker::memory(); // Locker::redis(url).await? across replicas
+//! // Requests for the same order are serialised across every replica that
+//! // shares the store; requests on other paths pass through.
+//! let layer = LockLayer::new(locker, KeyFrom::path("/orders/{id}/pay", "order:<id>"));
+//! // axum:  Router::new().route("/orders/{id}/pay", post(pay)).layer(layer)
+//! // tonic: Server::builder().layer(layer).add_service(...)
+//! # let _ = layer;
+//! ```
+//!
+//! A complete axum service is `examples/examples/axum_orders.rs`, a tonic
+//! one `examples/examples/tonic_orders.rs`.
+//!
+//! - [`LockLayer`] / [`LockService`]: the lock is taken in `call`, the
+//!   handler runs as the lock's holder (`FencingToken::current()`,
+//!   reentrant `#[distributed_lock]` calls), the request carries
+//!   [`FencingToken`] and [`Lease`](lock_core::Lease) in its extensions
+//!   (axum: `Extension<FencingToken>`, or `FencingToken` itself with
+//!   lock-core's `axum` feature; tonic:
+//!   `request.extensions().get::<FencingToken>()`), and the lock is held
+//!   until the response body is finished or dropped.
+//! - Key extractors: [`KeyFrom::path`], [`KeyFrom::header`],
+//!   [`KeyFrom::query`], or any closure; see [`extract`].
+//! - Rejections ([`rejection`]): `423 Locked` + `Retry-After` on contention,
+//!   `503` when the store is down or the lease was lost mid-request, `400`
+//!   for a bad key; gRPC requests get `ABORTED` / `UNAVAILABLE` /
+//!   `INVALID_ARGUMENT` as trailers-only responses. Replaceable.
+//! - [`PropagateFencingTokenLayer`] adds the current token to outgoing
+//!   requests as a `fencing-token` header; [`fencing_token`] (and, with the
+//!   `axum` feature, [`FencingHeader`]) read it downstream.
 
+#[cfg(feature = "axum")]
+mod axum;
+pub mod extract;
+pub mod lock;
+mod propagate;
+pub mod rejection;
+
+#[cfg(feature = "axum")]
+pub use axum::FencingHeader;
+pub use extract::{KeyExtractor, KeyFrom};
+pub use lock::{LockBody, LockLayer, LockService, OnLost, ResponseFuture};
 pub use lock_core::FencingToken;
+pub use propagate::{
+    FENCING_TOKEN_HEADER, InvalidFencingToken, PropagateFencingToken, PropagateFencingTokenLayer,
+    fencing_token,
+};
+pub use rejection::{DefaultRejection, Reject, Rejection};

@@ -1,0 +1,384 @@
+//! Lock keys from requests: [`KeyExtractor`] and the built-in [`KeyFrom`].
+//!
+//! An extractor returns `None` to let a request pass through unlocked,
+//! `Some(Ok(key))` to lock `key`, or `Some(Err(reason))` when the request
+//! names its resource badly (the layer answers 400 / `INVALID_ARGUMENT`).
+//! Values taken from a request are percent-decoded, must be UTF-8 and at
+//! most [`MAX_VALUE_LEN`] bytes; the whole key then goes through
+//! lock-core's validation and escaping.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::Request;
+use http::header::HeaderName;
+use percent_encoding::percent_decode_str;
+
+/// Longest value taken from one path segment, header or query parameter.
+pub const MAX_VALUE_LEN: usize = 256;
+
+/// Derives an optional lock key from a request.
+///
+/// Implemented by [`KeyFrom`] and by any
+/// `Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static`.
+pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
+    /// `None`: no lock; `Some(Ok(key))`: lock `key`; `Some(Err(reason))`:
+    /// reject the request as invalid.
+    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>>;
+}
+
+impl<B, F> KeyExtractor<B> for F
+where
+    F: Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static,
+{
+    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>> {
+        self(request).map(Ok)
+    }
+}
+
+/// The built-in extractors.
+///
+/// ```
+/// use lock_tower::KeyFrom;
+///
+/// // POST /orders/42/pay locks `order:42`; other paths pass through.
+/// let by_path = KeyFrom::path("/orders/{id}/pay", "order:<id>");
+/// // The value of a header (gRPC metadata too), prefixed.
+/// let by_header = KeyFrom::header("x-order-id").prefix("order:");
+/// // The value of a query parameter.
+/// let by_query = KeyFrom::query("account").prefix("account:");
+/// # let _ = (by_path, by_header, by_query);
+/// ```
+#[derive(Clone)]
+pub struct KeyFrom {
+    source: Arc<Source>,
+    prefix: Arc<str>,
+}
+
+enum Source {
+    Path(PathTemplate),
+    Header(HeaderName),
+    Query(String),
+}
+
+impl fmt::Debug for KeyFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &*self.source {
+            Source::Path(t) => format!("path {}", t.source),
+            Source::Header(h) => format!("header {h}"),
+            Source::Query(q) => format!("query {q}"),
+        };
+        f.debug_struct("KeyFrom")
+            .field("source", &source)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// A path or key template that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError(String);
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+impl KeyFrom {
+    /// Matches the request path against `path` (`/orders/{id}/pay`: `{name}`
+    /// takes one segment) and builds the key from `key` (`order:<id>`: a
+    /// captured name in `<>`, `<<` for a literal `<`). A request whose path
+    /// does not match passes through unlocked.
+    ///
+    /// # Panics
+    /// When a template is malformed (a startup-time programming error); use
+    /// [`KeyFrom::try_path`] to handle it instead.
+    pub fn path(path: &str, key: &str) -> Self {
+        match Self::try_path(path, key) {
+            Ok(extractor) => extractor,
+            Err(err) => panic!("KeyFrom::path({path:?}, {key:?}): {err}"),
+        }
+    }
+
+    /// [`KeyFrom::path`] that reports a malformed template as an error.
+    pub fn try_path(path: &str, key: &str) -> Result<Self, TemplateError> {
+        Ok(KeyFrom {
+            source: Arc::new(Source::Path(PathTemplate::parse(path, key)?)),
+            prefix: Arc::from(""),
+        })
+    }
+
+    /// The value of header `name` (gRPC metadata included); requests
+    /// without it pass through unlocked.
+    ///
+    /// # Panics
+    /// When `name` is not a valid header name.
+    pub fn header(name: &str) -> Self {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .unwrap_or_else(|_| panic!("KeyFrom::header({name:?}): not a valid header name"));
+        KeyFrom {
+            source: Arc::new(Source::Header(name)),
+            prefix: Arc::from(""),
+        }
+    }
+
+    /// The value of query parameter `name`; requests without it pass
+    /// through unlocked.
+    pub fn query(name: &str) -> Self {
+        KeyFrom {
+            source: Arc::new(Source::Query(name.to_owned())),
+            prefix: Arc::from(""),
+        }
+    }
+
+    /// Prepends `prefix` to every key (`"order:"`).
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        self.prefix = Arc::from(prefix);
+        self
+    }
+
+    fn with_prefix(&self, key: String) -> String {
+        if self.prefix.is_empty() {
+            key
+        } else {
+            format!("{}{key}", self.prefix)
+        }
+    }
+}
+
+fn bounded(what: &str, value: String) -> Result<String, String> {
+    if value.is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    if value.len() > MAX_VALUE_LEN {
+        return Err(format!(
+            "{what} is {} bytes, longer than the limit of {MAX_VALUE_LEN}",
+            value.len()
+        ));
+    }
+    Ok(value)
+}
+
+impl<B> KeyExtractor<B> for KeyFrom {
+    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>> {
+        let key = match &*self.source {
+            Source::Path(template) => template.key_for(request.uri().path())?,
+            Source::Header(name) => {
+                let value = request.headers().get(name)?;
+                match value.to_str() {
+                    Ok(v) => bounded(&format!("header `{name}`"), v.trim().to_owned()),
+                    Err(_) => Err(format!("header `{name}` is not visible ASCII")),
+                }
+            }
+            Source::Query(name) => {
+                let query = request.uri().query()?;
+                let value = form_urlencoded::parse(query.as_bytes())
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.into_owned())?;
+                bounded(&format!("query parameter `{name}`"), value)
+            }
+        };
+        Some(key.map(|k| self.with_prefix(k)))
+    }
+}
+
+/// `/orders/{id}/pay` matched against a path, `order:<id>` filled in.
+struct PathTemplate {
+    source: String,
+    segments: Vec<Segment>,
+    key: Vec<KeyPiece>,
+}
+
+enum Segment {
+    Literal(String),
+    Capture(String),
+}
+
+enum KeyPiece {
+    Text(String),
+    /// Index into the captures.
+    Capture(usize),
+}
+
+impl PathTemplate {
+    fn parse(path: &str, key: &str) -> Result<Self, TemplateError> {
+        if !path.starts_with('/') {
+            return Err(TemplateError(format!(
+                "path template {path:?} must start with `/`"
+            )));
+        }
+        let mut segments = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        for segment in path.split('/').skip(1) {
+            if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                if name.is_empty() || names.iter().any(|n| n == name) {
+                    return Err(TemplateError(format!(
+                        "capture `{{{name}}}` in {path:?} is empty or repeated"
+                    )));
+                }
+                names.push(name.to_owned());
+                segments.push(Segment::Capture(name.to_owned()));
+            } else if segment.contains(['{', '}']) {
+                return Err(TemplateError(format!(
+                    "segment {segment:?} of {path:?}: a capture takes a whole segment, `{{name}}`"
+                )));
+            } else {
+                segments.push(Segment::Literal(segment.to_owned()));
+            }
+        }
+        let mut pieces = Vec::new();
+        let mut text = String::new();
+        let mut rest = key;
+        while let Some(open) = rest.find('<') {
+            text.push_str(&rest[..open]);
+            rest = &rest[open + 1..];
+            if let Some(after) = rest.strip_prefix('<') {
+                text.push('<');
+                rest = after;
+                continue;
+            }
+            let close = rest.find('>').ok_or_else(|| {
+                TemplateError(format!(
+                    "unclosed `<` in key template {key:?}; write `<<` for a literal `<`"
+                ))
+            })?;
+            let name = &rest[..close];
+            rest = &rest[close + 1..];
+            let index = names.iter().position(|n| n == name).ok_or_else(|| {
+                TemplateError(format!(
+                    "key template {key:?} uses `<{name}>`, but {path:?} captures only {names:?}"
+                ))
+            })?;
+            if !text.is_empty() {
+                pieces.push(KeyPiece::Text(std::mem::take(&mut text)));
+            }
+            pieces.push(KeyPiece::Capture(index));
+        }
+        text.push_str(rest);
+        if !text.is_empty() {
+            pieces.push(KeyPiece::Text(text));
+        }
+        if pieces.is_empty() {
+            return Err(TemplateError("the key template is empty".into()));
+        }
+        Ok(PathTemplate {
+            source: path.to_owned(),
+            segments,
+            key: pieces,
+        })
+    }
+
+    /// `None` when the path does not match; else the key or why the values
+    /// are unusable.
+    fn key_for(&self, path: &str) -> Option<Result<String, String>> {
+        let parts: Vec<&str> = path.split('/').skip(1).collect();
+        if parts.len() != self.segments.len() {
+            return None;
+        }
+        let mut captures = Vec::new();
+        for (segment, part) in self.segments.iter().zip(&parts) {
+            match segment {
+                Segment::Literal(literal) if literal == part => {}
+                Segment::Literal(_) => return None,
+                Segment::Capture(name) => {
+                    let decoded = match percent_decode_str(part).decode_utf8() {
+                        Ok(value) => bounded(&format!("path segment `{name}`"), value.into_owned()),
+                        Err(_) => Err(format!("path segment `{name}` is not UTF-8 once decoded")),
+                    };
+                    match decoded {
+                        Ok(value) => captures.push(value),
+                        Err(reason) => return Some(Err(reason)),
+                    }
+                }
+            }
+        }
+        let mut key = String::new();
+        for piece in &self.key {
+            match piece {
+                KeyPiece::Text(text) => key.push_str(text),
+                KeyPiece::Capture(index) => key.push_str(&captures[*index]),
+            }
+        }
+        Some(Ok(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(uri: &str) -> Request<()> {
+        Request::builder().uri(uri).body(()).unwrap()
+    }
+
+    #[test]
+    fn path_templates_capture_segments() {
+        let k = KeyFrom::path("/orders/{id}/pay", "order:<id>");
+        assert_eq!(
+            k.extract(&get("/orders/42/pay")),
+            Some(Ok("order:42".into()))
+        );
+        assert_eq!(
+            k.extract(&get("/orders/42/pay?x=1")),
+            Some(Ok("order:42".into()))
+        );
+        assert_eq!(k.extract(&get("/orders/42")), None);
+        assert_eq!(k.extract(&get("/orders/42/refund")), None);
+        assert_eq!(
+            k.extract(&get("/orders/a%7Bb%7D/pay")),
+            Some(Ok("order:a{b}".into()))
+        );
+        assert!(matches!(k.extract(&get("/orders/%FF/pay")), Some(Err(_))));
+        let long = format!("/orders/{}/pay", "9".repeat(MAX_VALUE_LEN + 1));
+        assert!(matches!(k.extract(&get(&long)), Some(Err(reason)) if reason.contains("limit")));
+    }
+
+    #[test]
+    fn bad_templates_are_errors() {
+        assert!(KeyFrom::try_path("orders/{id}", "order:<id>").is_err());
+        assert!(KeyFrom::try_path("/orders/{id}", "order:<nope>").is_err());
+        assert!(KeyFrom::try_path("/orders/x{id}", "order:<id>").is_err());
+        assert!(KeyFrom::try_path("/orders/{id}", "order:<id").is_err());
+        assert!(KeyFrom::try_path("/orders/{id}/{id}", "<id>").is_err());
+    }
+
+    #[test]
+    fn headers_and_queries() {
+        let h = KeyFrom::header("x-order-id").prefix("order:");
+        let req = Request::builder()
+            .header("x-order-id", "7")
+            .body(())
+            .unwrap();
+        assert_eq!(h.extract(&req), Some(Ok("order:7".into())));
+        assert_eq!(h.extract(&get("/")), None);
+        let bad = Request::builder()
+            .header(
+                "x-order-id",
+                http::HeaderValue::from_bytes(b"\xff").unwrap(),
+            )
+            .body(())
+            .unwrap();
+        assert!(matches!(h.extract(&bad), Some(Err(_))));
+        let q = KeyFrom::query("account");
+        assert_eq!(
+            q.extract(&get("/x?account=a%20b&y=1")),
+            Some(Ok("a b".into()))
+        );
+        assert_eq!(q.extract(&get("/x?y=1")), None);
+        assert!(matches!(q.extract(&get("/x?account=")), Some(Err(_))));
+    }
+
+    #[test]
+    fn closures_are_extractors() {
+        let f = |req: &Request<()>| {
+            req.uri()
+                .path()
+                .strip_prefix("/jobs/")
+                .map(|id| format!("job:{id}"))
+        };
+        assert_eq!(f.extract(&get("/jobs/9")), Some(Ok("job:9".into())));
+    }
+}

@@ -1,0 +1,42 @@
+//! The locking middleware: [`LockLayer`], [`LockService`], their
+//! [`ResponseFuture`] and the [`LockBody`] that keeps the lock until the
+//! response body is done.
+//!
+//! Per request: the extractor derives a key (or lets the request pass);
+//! the lock is taken in `call` (never in `poll_ready`, which must not
+//! wait); the request gets the [`FencingToken`](lock_core::FencingToken)
+//! and a [`Lease`](lock_core::Lease) in its extensions; the handler runs in
+//! the lock's task scope (so `FencingToken::current()` and reentrant
+//! `#[distributed_lock]` functions see it); the response body carries the
+//! guard and releases it when the body ends, fails, or is dropped.
+
+mod body;
+mod future;
+mod layer;
+mod service;
+
+use std::time::Duration;
+
+pub use body::LockBody;
+pub use future::ResponseFuture;
+pub use layer::LockLayer;
+pub use service::LockService;
+
+/// What happens when the lease is lost while the handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLost {
+    /// Drop the handler's future and answer with the lost-lease rejection
+    /// (503 / `UNAVAILABLE`). The default.
+    #[default]
+    Abort,
+    /// Let the handler finish; its fenced writes are still checked.
+    Continue,
+}
+
+/// Per-layer lock settings (`None`: the Locker's default).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) on_lost: OnLost,
+}

@@ -1,0 +1,215 @@
+//! What the layer answers when it cannot lock a request, and how to change
+//! it: [`Rejection`], the [`Reject`] trait and [`DefaultRejection`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::{Response, StatusCode};
+use lock_core::{FencingToken, LockError};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+
+/// Why a request was not (or no longer) served under its lock.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// Another holder kept the lock for the whole wait.
+    Contended {
+        /// The lock key.
+        key: String,
+        /// When to try again (from the holder's remaining lease).
+        retry_after: Duration,
+    },
+    /// The lock store is unreachable or overloaded.
+    Unavailable {
+        /// The lock key.
+        key: String,
+        /// What lock-core reported.
+        error: LockError,
+    },
+    /// The key derived from the request is unusable (empty, too long, not
+    /// UTF-8).
+    InvalidKey {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The lease was lost while the handler ran; the handler was stopped.
+    Lost {
+        /// The lock key.
+        key: String,
+        /// The lost lease's token.
+        token: FencingToken,
+    },
+}
+
+/// gRPC status codes used by the default answers.
+mod grpc_code {
+    pub(super) const INVALID_ARGUMENT: u8 = 3;
+    pub(super) const ABORTED: u8 = 10;
+    pub(super) const UNAVAILABLE: u8 = 14;
+}
+
+impl Rejection {
+    /// The HTTP status of the default answer.
+    pub fn http_status(&self) -> StatusCode {
+        match self {
+            Rejection::Contended { .. } => StatusCode::LOCKED,
+            Rejection::Unavailable { .. } | Rejection::Lost { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Rejection::InvalidKey { .. } => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The gRPC status code of the default answer.
+    pub fn grpc_code(&self) -> u8 {
+        match self {
+            Rejection::Contended { .. } => grpc_code::ABORTED,
+            Rejection::Unavailable { .. } | Rejection::Lost { .. } => grpc_code::UNAVAILABLE,
+            Rejection::InvalidKey { .. } => grpc_code::INVALID_ARGUMENT,
+        }
+    }
+
+    /// `Retry-After` in whole seconds (at least 1), where it applies.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Rejection::Contended { retry_after, .. } => {
+                Some(retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0))
+                    .map(|s| s.max(1))
+            }
+            Rejection::Unavailable { .. } | Rejection::Lost { .. } => Some(1),
+            Rejection::InvalidKey { .. } => None,
+        }
+    }
+
+    /// A one-line explanation for people and logs.
+    pub fn message(&self) -> String {
+        match self {
+            Rejection::Contended { key, retry_after } => format!(
+                "lock `{key}` is held by another request; retry in {}s",
+                retry_after.as_secs().max(1)
+            ),
+            Rejection::Unavailable { error, .. } => error.to_string(),
+            Rejection::InvalidKey { reason } => format!("cannot lock this request: {reason}"),
+            Rejection::Lost { key, token } => format!(
+                "the lock `{key}` (token {token}) was lost while the request ran; it was stopped, retry"
+            ),
+        }
+    }
+
+    /// Sorts a lock-core error into a rejection.
+    pub(crate) fn from_error(key: &str, error: LockError) -> Self {
+        match error {
+            LockError::WaitTimeout {
+                holder_expires_in, ..
+            } => Rejection::Contended {
+                key: key.to_owned(),
+                retry_after: holder_expires_in.unwrap_or(Duration::from_secs(1)),
+            },
+            LockError::InvalidKey { reason, .. } => Rejection::InvalidKey { reason },
+            LockError::Lost { token, .. } => Rejection::Lost {
+                key: key.to_owned(),
+                token,
+            },
+            error => Rejection::Unavailable {
+                key: key.to_owned(),
+                error,
+            },
+        }
+    }
+}
+
+/// Turns a [`Rejection`] into a response. `grpc` is true for gRPC requests
+/// (`content-type: application/grpc*`), which must be answered in gRPC's
+/// terms (HTTP 200 with `grpc-status`).
+///
+/// Any `Fn(Rejection, bool) -> Response<Bytes> + Clone + Send + Sync +
+/// 'static` is a `Reject`.
+pub trait Reject: Clone + Send + Sync + 'static {
+    /// The answer to send.
+    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes>;
+}
+
+impl<F> Reject for F
+where
+    F: Fn(Rejection, bool) -> Response<Bytes> + Clone + Send + Sync + 'static,
+{
+    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes> {
+        self(rejection, grpc)
+    }
+}
+
+/// The default answers: `423 Locked` with `Retry-After` for contention,
+/// `503` for an unreachable store or a lost lease, `400` for a bad key; for
+/// gRPC a trailers-only response with `ABORTED`, `UNAVAILABLE` or
+/// `INVALID_ARGUMENT`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultRejection;
+
+/// grpc-message is percent-encoded (gRPC over HTTP/2 spec).
+const GRPC_MESSAGE: &AsciiSet = &CONTROLS.add(b'%').add(b' ').add(b'"').add(b'`');
+
+impl Reject for DefaultRejection {
+    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes> {
+        let message = rejection.message();
+        if grpc {
+            return grpc_rejection(rejection.grpc_code(), &message);
+        }
+        let mut response = Response::new(Bytes::from(format!("{message}\n")));
+        *response.status_mut() = rejection.http_status();
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(secs) = rejection.retry_after_secs() {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// A trailers-only gRPC response: HTTP 200, the status in the headers.
+pub fn grpc_rejection(code: u8, message: &str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from(u16::from(code)));
+    let encoded = utf8_percent_encode(message, GRPC_MESSAGE).to_string();
+    if let Ok(value) = HeaderValue::from_str(&encoded) {
+        headers.insert("grpc-message", value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contention_is_423_with_retry_after() {
+        let r = Rejection::Contended {
+            key: "order:1".into(),
+            retry_after: Duration::from_millis(2500),
+        };
+        let response = DefaultRejection.reject(r, false);
+        assert_eq!(response.status(), StatusCode::LOCKED);
+        assert_eq!(response.headers()[RETRY_AFTER], "3");
+    }
+
+    #[test]
+    fn grpc_gets_trailers_only_status() {
+        let r = Rejection::InvalidKey {
+            reason: "empty \"x\"".into(),
+        };
+        let response = DefaultRejection.reject(r, true);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["grpc-status"], "3");
+        assert!(
+            response.headers()["grpc-message"]
+                .to_str()
+                .unwrap()
+                .contains("%20")
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The layer in axum stacks.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use lock_core::{FencingToken, Lease, LockError, Locker, distributed_lock};
+use lock_testkit::{RedisServer, TestStore};
+use lock_tower::{FencingHeader, KeyFrom, LockLayer, OnLost, PropagateFencingTokenLayer};
+use tokio::sync::{Barrier, Notify, mpsc};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+use crate::serve;
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+async fn call(
+    client: &HttpClient,
+    method: &str,
+    url: String,
+) -> (StatusCode, http::HeaderMap, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(url)
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// Handler state: who is inside which order, and any overlap seen.
+#[derive(Default)]
+struct Inside {
+    orders: Mutex<HashMap<u64, bool>>,
+    overlaps: AtomicU64,
+}
+
+async fn exclusive(
+    State(inside): State<Arc<Inside>>,
+    Path(id): Path<u64>,
+    token: FencingToken,
+) -> String {
+    let was = inside
+        .orders
+        .lock()
+        .unwrap()
+        .insert(id, true)
+        .unwrap_or(false);
+    if was {
+        inside.overlaps.fetch_add(1, Ordering::SeqCst);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    inside.orders.lock().unwrap().insert(id, false);
+    token.to_string()
+}
+
+fn order_layer(locker: Locker) -> LockLayer<KeyFrom> {
+    LockLayer::new(locker, KeyFrom::path("/orders/{id}/pay", "order:<id>"))
+        .wait(Duration::from_secs(20))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_order_requests_serialise_across_replicas() {
+    let server = RedisServer::start();
+    let inside = Arc::new(Inside::default());
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let locker = Locker::redis(&server.url()).await.unwrap();
+        let app = Router::new()
+            .route("/orders/{id}/pay", post(exclusive))
+            .layer(order_layer(locker))
+            .with_state(inside.clone());
+        replicas.push(serve(app).await);
+    }
+    let client = client();
+    let requests = (0..24).map(|i| {
+        let (client, addr) = (client.clone(), replicas[i % 2]);
+        let order = 1 + (i / 2) % 3;
+        async move { call(&client, "POST", format!("http://{addr}/orders/{order}/pay")).await }
+    });
+    let mut tokens: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (i, (status, _, body)) in futures_util::future::join_all(requests)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(status, StatusCode::OK, "{body}");
+        tokens
+            .entry(1 + (i as u64 / 2) % 3)
+            .or_default()
+            .push(body.parse().unwrap());
+    }
+    assert_eq!(
+        inside.overlaps.load(Ordering::SeqCst),
+        0,
+        "two requests for one order ran at once"
+    );
+    for (order, mut t) in tokens {
+        t.sort();
+        t.dedup();
+        assert_eq!(t.len(), 8, "order {order}: every request had its own token");
+    }
+}
+
+async fn meet(State(barrier): State<Arc<Barrier>>) -> &'static str {
+    barrier.wait().await;
+    "met"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_orders_run_in_parallel() {
+    let locker = Locker::memory();
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(meet))
+        .layer(order_layer(locker))
+        .with_state(Arc::new(Barrier::new(2)));
+    let addr = serve(app).await;
+    let client = client();
+    let both = futures_util::future::join(
+        call(&client, "POST", format!("http://{addr}/orders/1/pay")),
+        call(&client, "POST", format!("http://{addr}/orders/2/pay")),
+    );
+    let (a, b) = tokio::time::timeout(Duration::from_secs(10), both)
+        .await
+        .expect("requests for different orders were serialised");
+    assert_eq!((a.0, b.0), (StatusCode::OK, StatusCode::OK));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contention_is_answered_with_423_and_retry_after() {
+    let locker = Locker::memory();
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(|| async { "paid" }))
+        .layer(order_layer(locker.clone()).wait(Duration::from_millis(100)));
+    let addr = serve(app).await;
+    // Another holder, in another "process" of the same store.
+    let holder = locker
+        .lock("order:5")
+        .ttl(Duration::from_secs(12))
+        .await
+        .unwrap();
+    let (status, headers, body) =
+        call(&client(), "POST", format!("http://{addr}/orders/5/pay")).await;
+    assert_eq!(status, StatusCode::LOCKED);
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=12).contains(&retry), "Retry-After {retry}");
+    assert!(body.contains("`order:5`"), "{body}");
+    holder.release().await.unwrap();
+    let (status, _, _) = call(&client(), "POST", format!("http://{addr}/orders/5/pay")).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// A streaming body whose chunks the test sends.
+async fn streaming(State(chunks): State<Arc<Mutex<Option<mpsc::Receiver<Bytes>>>>>) -> Body {
+    let rx = chunks
+        .lock()
+        .unwrap()
+        .take()
+        .expect("one streaming request per test");
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(chunk), rx))
+    });
+    Body::from_stream(stream)
+}
+
+fn streaming_app(locker: Locker) -> (Router, mpsc::Sender<Bytes>) {
+    let (tx, rx) = mpsc::channel(4);
+    let app = Router::new()
+        .route("/reports/{id}", get(streaming))
+        .layer(LockLayer::new(
+            locker,
+            KeyFrom::path("/reports/{id}", "report:<id>"),
+        ))
+        .with_state(Arc::new(Mutex::new(Some(rx))));
+    (app, tx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_body_keeps_the_lock_until_its_last_chunk() {
+    let store = TestStore::redis();
+    let locker = store.locker().await;
+    let other = store.locker().await;
+    let (app, chunks) = streaming_app(locker);
+    let addr = serve(app).await;
+    let request = Request::get(format!("http://{addr}/reports/1"))
+        .body(Empty::new())
+        .unwrap();
+    let response = client().request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    chunks.send(Bytes::from_static(b"first ")).await.unwrap();
+    let frame = body.frame().await.unwrap().unwrap();
+    assert_eq!(frame.into_data().unwrap(), "first ");
+    // Headers and a chunk are out; the lock is still held.
+    assert!(other.try_lock("report:1").await.unwrap().is_none());
+    chunks.send(Bytes::from_static(b"last")).await.unwrap();
+    drop(chunks);
+    let rest = body.collect().await.unwrap().to_bytes();
+    assert_eq!(rest, "last");
+    // Released at the end of the body, not at the 30 s TTL.
+    let guard = other
+        .lock("report:1")
+        .wait(Duration::from_secs(5))
+        .await
+        .unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_mid_body_releases() {
+    let store = TestStore::redis();
+    let locker = store.locker().await;
+    let other = store.locker().await;
+    let (app, chunks) = streaming_app(locker);
+    let addr = serve(app).await;
+    {
+        let request = Request::get(format!("http://{addr}/reports/1"))
+            .body(Empty::new())
+            .unwrap();
+        let response = client().request(request).await.unwrap();
+        let mut body = response.into_body();
+        chunks.send(Bytes::from_static(b"first ")).await.unwrap();
+        body.frame().await.unwrap().unwrap();
+        assert!(other.try_lock("report:1").await.unwrap().is_none());
+        // The client goes away mid-body (client and connection dropped).
+    }
+    let started = tokio::time::Instant::now();
+    let guard = other
+        .lock("report:1")
+        .wait(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    guard.release().await.unwrap();
+    drop(chunks);
+}
+
+async fn unlocked(token: Option<FencingToken>) -> String {
+    format!("{token:?}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_a_key_pass_through() {
+    let locker = Locker::memory();
+    let app = Router::new()
+        .route("/health", get(unlocked))
+        .route("/orders/{id}/pay", post(unlocked))
+        .layer(order_layer(locker.clone()));
+    let addr = serve(app).await;
+    let _held = locker.lock("order:9").await.unwrap();
+    let (status, _, body) = call(&client(), "GET", format!("http://{addr}/health")).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "None"));
+    assert_eq!(locker.local_lines(), 1, "only the test's own lock");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_key_is_400() {
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(unlocked))
+        .layer(order_layer(Locker::memory()));
+    let addr = serve(app).await;
+    let long = "9".repeat(300);
+    let (status, _, body) = call(
+        &client(),
+        "POST",
+        format!("http://{addr}/orders/{long}/pay"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("limit"), "{body}");
+}
+
+#[distributed_lock(key = "order:<id>", locker = locker)]
+async fn nested_write(locker: &Locker, id: u64) -> Result<FencingToken, LockError> {
+    Ok(FencingToken::current().unwrap())
+}
+
+async fn scoped(
+    State(locker): State<Locker>,
+    Path(id): Path<u64>,
+    Extension(token): Extension<FencingToken>,
+    Extension(lease): Extension<Lease>,
+) -> String {
+    let current = FencingToken::current();
+    // A locked function on the same key inside the handler is reentrant.
+    let nested = tokio::time::timeout(Duration::from_secs(5), nested_write(&locker, id))
+        .await
+        .expect("deadlock")
+        .unwrap();
+    format!(
+        "{} {} {} {}",
+        token,
+        current.unwrap(),
+        nested,
+        lease.is_held()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_run_in_the_lock_scope() {
+    let locker = Locker::memory();
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(scoped))
+        .layer(order_layer(locker.clone()))
+        .with_state(locker);
+    let addr = serve(app).await;
+    let (status, _, body) = call(&client(), "POST", format!("http://{addr}/orders/3/pay")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let parts: Vec<&str> = body.split(' ').collect();
+    assert_eq!(parts[0], parts[1]);
+    assert_eq!(parts[0], parts[2]);
+    assert_eq!(parts[3], "true");
+}
+
+async fn stalls(State(entered): State<Arc<Notify>>) -> &'static str {
+    entered.notify_one();
+    std::future::pending::<()>().await;
+    "never"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_mid_request_stops_the_handler_with_503() {
+    let store = TestStore::redis();
+    let locker = store.locker().await;
+    let entered = Arc::new(Notify::new());
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(stalls))
+        .layer(
+            order_layer(locker.clone())
+                .ttl(Duration::from_millis(600))
+                .on_lost(OnLost::Abort),
+        )
+        .with_state(entered.clone());
+    let addr = serve(app).await;
+    let http = client();
+    let request = call(&http, "POST", format!("http://{addr}/orders/4/pay"));
+    let steal = async {
+        entered.notified().await;
+        store.steal(&locker, "order:4").await;
+    };
+    let ((status, _, body), ()) = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures_util::future::join(request, steal),
+    )
+    .await
+    .expect("the handler was not stopped");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.contains("was lost"), "{body}");
+}
+
+async fn downstream(FencingHeader(token): FencingHeader) -> String {
+    token.map_or("none".into(), |t| t.to_string())
+}
+
+async fn upstream(State(downstream): State<String>, token: FencingToken) -> String {
+    // An outgoing call made inside the locked handler carries the token.
+    let mut client = ServiceBuilder::new()
+        .layer(PropagateFencingTokenLayer)
+        .service(client());
+    let request = Request::get(downstream).body(Empty::new()).unwrap();
+    let response = client.ready().await.unwrap().call(request).await.unwrap();
+    let seen = response.into_body().collect().await.unwrap().to_bytes();
+    format!("{token} {}", String::from_utf8_lossy(&seen))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_propagates_between_services() {
+    let b = serve(Router::new().route("/write", get(downstream))).await;
+    let a = serve(
+        Router::new()
+            .route("/orders/{id}/pay", post(upstream))
+            .layer(order_layer(Locker::memory()))
+            .with_state(format!("http://{b}/write")),
+    )
+    .await;
+    let (status, _, body) = call(&client(), "POST", format!("http://{a}/orders/1/pay")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (sent, seen) = body.split_once(' ').unwrap();
+    assert_eq!(sent, seen, "downstream saw another token");
+    // Outside a lock nothing is added; a malformed header is a 400.
+    let (_, _, body) = call(&client(), "GET", format!("http://{b}/write")).await;
+    assert_eq!(body, "none");
+    let request = Request::get(format!("http://{b}/write"))
+        .header("fencing-token", "12abc")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = client().request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_down_is_503() {
+    let mut server = RedisServer::start();
+    let locker = Locker::builder()
+        .timeout(Duration::from_millis(300))
+        .redis(&server.url())
+        .await
+        .unwrap();
+    server.kill();
+    let app = Router::new()
+        .route("/orders/{id}/pay", post(|| async { "paid" }))
+        .layer(order_layer(locker));
+    let addr = serve(app).await;
+    let (status, headers, body) =
+        call(&client(), "POST", format!("http://{addr}/orders/1/pay")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(headers.contains_key("retry-after"));
+    assert!(body.contains("`order:1`"), "{body}");
+}
