@@ -6,14 +6,14 @@ use std::process::Command;
 
 use lock_testkit::RedisServer;
 
-/// `target/<profile>/examples/quickstart`, built by `cargo test` beside this test.
-fn quickstart() -> PathBuf {
+/// `target/<profile>/examples/<name>`, built by `cargo test` beside this test.
+fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test path");
     let profile_dir = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("target dir");
-    let path = profile_dir.join("examples").join("quickstart");
+    let path = profile_dir.join("examples").join(name);
     assert!(
         path.exists(),
         "{} is not built; run `cargo test --workspace`",
@@ -23,13 +23,17 @@ fn quickstart() -> PathBuf {
 }
 
 fn run(redis_url: Option<&str>) -> String {
-    let mut command = Command::new(quickstart());
-    command.env_remove("REDIS_URL");
+    run_example("quickstart", &[], redis_url)
+}
+
+fn run_example(name: &str, args: &[&str], redis_url: Option<&str>) -> String {
+    let mut command = Command::new(example(name));
+    command.args(args).env_remove("REDIS_URL");
     if let Some(url) = redis_url {
         command.env("REDIS_URL", url);
     }
-    let out = command.output().expect("run quickstart");
-    assert!(out.status.success(), "quickstart failed: {out:?}");
+    let out = command.output().expect("run the example");
+    assert!(out.status.success(), "{name} failed: {out:?}");
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
@@ -56,4 +60,23 @@ fn the_demo_runs_on_the_memory_backend() {
 fn the_demo_runs_on_redis() {
     let server = RedisServer::start();
     check(&run(Some(&server.url())), "redis");
+}
+
+#[test]
+fn the_axum_example_serialises_payments() {
+    let server = RedisServer::start();
+    for url in [None, Some(server.url())] {
+        let out = run_example("axum_orders", &["--demo"], url.as_deref());
+        assert_eq!(out.matches("-> 200 OK").count(), 10, "{out}");
+        assert!(out.contains("order 42: paid 100 cents"), "{out}");
+    }
+}
+
+#[test]
+fn the_tonic_example_serialises_payments() {
+    let out = run_example("tonic_orders", &["--demo"], None);
+    assert_eq!(out.matches("Pay(order 7, 25) -> total").count(), 5, "{out}");
+    for total in [25, 50, 75, 100, 125] {
+        assert!(out.contains(&format!("total {total} ")), "{out}");
+    }
 }
