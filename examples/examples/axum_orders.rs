@@ -84,23 +84,11 @@ fn app(locker: Locker, store: Arc<OrderStore>) -> Router {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    examples::init_tracing();
     let locker = Locker::from_env().await?;
     let store = Arc::new(OrderStore::default());
-    let demo = std::env::args().any(|a| a == "--demo");
-    let port = if demo {
-        0
-    } else {
-        std::env::var("PORT")
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(3000)
-    };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let demo = examples::demo_mode();
+    let listener = examples::bind(3000).await?;
     let addr = listener.local_addr()?;
     println!("serving on http://{addr} ({locker:?})");
     let server = tokio::spawn(axum::serve(listener, app(locker, store)).into_future());

@@ -45,22 +45,10 @@ impl Orders for OrderService {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    examples::init_tracing();
     let locker = Locker::from_env().await?;
-    let demo = std::env::args().any(|a| a == "--demo");
-    let port = if demo {
-        0
-    } else {
-        std::env::var("PORT")
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(50051)
-    };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let demo = examples::demo_mode();
+    let listener = examples::bind(50051).await?;
     let addr = listener.local_addr()?;
     println!("serving gRPC on {addr} ({locker:?})");
     let service = OrderService {

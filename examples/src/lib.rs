@@ -3,3 +3,32 @@
 
 pub mod orders;
 pub mod store;
+
+/// Logs to stderr, `warn` and up unless `RUST_LOG` says otherwise.
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+}
+
+/// Whether the example was started with `--demo` (serve on a free port,
+/// drive itself, exit).
+pub fn demo_mode() -> bool {
+    std::env::args().any(|a| a == "--demo")
+}
+
+/// Binds 127.0.0.1 on a free port in demo mode, else on `PORT` or
+/// `default_port`.
+pub async fn bind(default_port: u16) -> std::io::Result<tokio::net::TcpListener> {
+    let port = if demo_mode() {
+        0
+    } else {
+        std::env::var("PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(default_port)
+    };
+    tokio::net::TcpListener::bind(("127.0.0.1", port)).await
+}

@@ -94,6 +94,30 @@ where
     }
 }
 
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Runs one lock script on the lease and token keys with `owner` and
+    /// `extra` as arguments, within the timeout.
+    async fn lock_script<T, A>(
+        &self,
+        script: &redis::Script,
+        keys: &StoredKeys,
+        owner: &str,
+        extra: A,
+    ) -> Result<T, StoreError>
+    where
+        T: redis::FromRedisValue,
+        A: redis::ToRedisArgs,
+    {
+        let mut invocation = script.key(&keys.lease);
+        invocation.key(&keys.fence).arg(owner).arg(extra);
+        self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+            .await
+    }
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -110,15 +134,7 @@ where
     ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
         Box::pin(async move {
             let (acquired, value): (i64, i64) = self
-                .bounded(|mut conn| async move {
-                    ACQUIRE_SCRIPT
-                        .key(&keys.lease)
-                        .key(&keys.fence)
-                        .arg(owner)
-                        .arg(millis(ttl))
-                        .invoke_async(&mut conn)
-                        .await
-                })
+                .lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
                 .await?;
             Ok(if acquired == 1 {
                 Attempt::Acquired(FencingToken::new(value.max(0) as u64))
@@ -139,15 +155,7 @@ where
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let renewed: i64 = self
-                .bounded(|mut conn| async move {
-                    RENEW_SCRIPT
-                        .key(&keys.lease)
-                        .key(&keys.fence)
-                        .arg(owner)
-                        .arg(millis(ttl))
-                        .invoke_async(&mut conn)
-                        .await
-                })
+                .lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                 .await?;
             Ok(renewed == 1)
         })
@@ -160,15 +168,7 @@ where
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let released: i64 = self
-                .bounded(|mut conn| async move {
-                    RELEASE_SCRIPT
-                        .key(&keys.lease)
-                        .key(&keys.fence)
-                        .arg(owner)
-                        .arg(&keys.channel)
-                        .invoke_async(&mut conn)
-                        .await
-                })
+                .lock_script(&RELEASE_SCRIPT, keys, owner, &keys.channel)
                 .await?;
             Ok(released == 1)
         })
