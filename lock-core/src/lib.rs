@@ -92,6 +92,7 @@ pub mod __private;
 pub mod axum;
 pub mod backend;
 mod error;
+pub mod fence;
 mod global;
 mod guard;
 mod handle;

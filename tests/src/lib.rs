@@ -9,8 +9,10 @@
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it.
 
+mod postgres;
 mod server;
 mod store;
 
+pub use postgres::PostgresServer;
 pub use server::{RedisServer, ServerOptions, all_keys, command_calls, send_signal};
 pub use store::{Counting, TestStore, assert_lost};

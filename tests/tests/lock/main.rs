@@ -2,6 +2,7 @@
 //! the same behavioural suite against the memory backend).
 
 mod conformance;
+mod fence;
 mod macros;
 mod metrics;
 mod redis_only;

@@ -1,0 +1,181 @@
+//! [`PostgresServer`]: a PostgreSQL of the test's own, made with Debian's
+//! `initdb` and `pg_ctl` in a temp dir, listening on a free loopback port
+//! (never the machine's running server), stopped when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tempfile::TempDir;
+
+/// A PostgreSQL cluster owned by a test.
+#[derive(Debug)]
+pub struct PostgresServer {
+    port: u16,
+    bin: PathBuf,
+    dir: TempDir,
+    as_postgres: bool,
+}
+
+fn bin_dir() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    found.pop().unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL server binaries (initdb, pg_ctl) are not installed: install them with \
+             `apt-get install -y postgresql` (or run scripts/test, which does so)"
+        )
+    })
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions.
+    #[allow(unsafe_code)]
+    let uid = unsafe { libc::geteuid() };
+    uid == 0
+}
+
+impl PostgresServer {
+    /// Creates and starts a cluster with trust auth for user `postgres`.
+    pub fn start() -> Self {
+        let bin = bin_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("lock-testkit-pg-")
+            .tempdir()
+            .expect("temp dir");
+        // initdb refuses to run as root: run the server as `postgres`.
+        let as_postgres = is_root();
+        if as_postgres {
+            let status = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown of the PostgreSQL temp dir failed");
+        }
+        let mut server = PostgresServer {
+            port: 0,
+            bin,
+            dir,
+            as_postgres,
+        };
+        server.run(
+            "initdb",
+            &[
+                "-D",
+                &server.data().display().to_string(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.try_start() {
+                return server;
+            }
+        }
+        panic!("PostgreSQL did not start on any of 5 free ports");
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self, tool: &str) -> Command {
+        let path = self.bin.join(tool);
+        if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let out = self.command(tool).args(args).output().expect(tool);
+        assert!(
+            out.status.success(),
+            "{tool} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn try_start(&self) -> bool {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log");
+        self.command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(&log)
+            .args(["-o", &options, "-w", "-t", "30", "start"])
+            .output()
+            .map(|out| out.status.success())
+            .unwrap_or(false)
+    }
+
+    /// The port it listens on (127.0.0.1 only).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A tokio-postgres connection string for database `postgres`.
+    pub fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            self.port
+        )
+    }
+
+    /// A connected client (its connection task runs on the current runtime).
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test PostgreSQL");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+    }
+
+    /// The directory of the cluster.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
