@@ -34,11 +34,14 @@
 //!   `INVALID_ARGUMENT` as trailers-only responses. Replaceable.
 //! - [`PropagateFencingTokenLayer`] adds the current token to outgoing
 //!   requests as a `fencing-token` header; [`fencing_token`] (and, with the
-//!   `axum` feature, [`FencingHeader`]) read it downstream.
+//!   `axum` feature, [`FencingHeader`]) read it downstream, and
+//!   [`FenceCheckLayer`] answers `409 Conflict` to a request whose token is
+//!   older than the newest seen for its resource.
 
 #[cfg(feature = "axum")]
 mod axum;
 pub mod extract;
+pub mod fence_check;
 pub mod lock;
 mod propagate;
 pub mod rejection;
@@ -46,6 +49,7 @@ pub mod rejection;
 #[cfg(feature = "axum")]
 pub use axum::FencingHeader;
 pub use extract::{KeyExtractor, KeyFrom};
+pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens};
 pub use lock::{LockBody, LockLayer, LockService, OnLost, ResponseFuture};
 pub use lock_core::FencingToken;
 pub use propagate::{

@@ -3,6 +3,7 @@
 
 mod conformance;
 mod fence;
+mod history;
 mod macros;
 mod metrics;
 mod redis_only;

@@ -431,3 +431,72 @@ async fn the_store_down_is_503() {
     assert!(headers.contains_key("retry-after"));
     assert!(body.contains("`order:1`"), "{body}");
 }
+
+async fn call_with_token(
+    client: &HttpClient,
+    url: String,
+    token: Option<&str>,
+) -> (StatusCode, String) {
+    let mut request = Request::put(url);
+    if let Some(token) = token {
+        request = request.header("fencing-token", token);
+    }
+    let response = client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downstream_service_rejects_stale_tokens_with_409() {
+    let check = lock_tower::FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"));
+    let newest = check.newest_tokens().clone();
+    let app = Router::new()
+        .route(
+            "/accounts/{id}",
+            axum::routing::put(|token: FencingToken| async move { token.to_string() }),
+        )
+        .route("/health", get(|| async { "ok" }))
+        .layer(check);
+    let addr = serve(app).await;
+    let client = client();
+    let url = format!("http://{addr}/accounts/7");
+    assert_eq!(
+        call_with_token(&client, url.clone(), Some("5")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call_with_token(&client, url.clone(), Some("7")).await.0,
+        StatusCode::OK
+    );
+    let (status, body) = call_with_token(&client, url.clone(), Some("6")).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(
+        body.contains("older than 7") && body.contains("account:7"),
+        "{body}"
+    );
+    // Equal tokens pass (one holder, several writes); other resources are apart.
+    assert_eq!(
+        call_with_token(&client, url.clone(), Some("7")).await.0,
+        StatusCode::OK
+    );
+    let other = format!("http://{addr}/accounts/8");
+    assert_eq!(
+        call_with_token(&client, other, Some("1")).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call_with_token(&client, url.clone(), None).await.0,
+        StatusCode::PRECONDITION_REQUIRED
+    );
+    assert_eq!(
+        call_with_token(&client, url.clone(), Some("x7")).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(newest.newest("account:7"), Some(FencingToken::new(7)));
+    let (status, _, _) = call(&client, "GET", format!("http://{addr}/health")).await;
+    assert_eq!(status, StatusCode::OK);
+}
