@@ -80,3 +80,19 @@ fn the_tonic_example_serialises_payments() {
         assert!(out.contains(&format!("total {total} ")), "{out}");
     }
 }
+
+#[test]
+fn the_fencing_example_shows_the_lost_update_and_the_fix() {
+    let out = run_example("fencing_postgres", &[], None);
+    assert!(out.contains("=> without fencing: 70"), "{out}");
+    assert!(
+        out.contains("A: write REJECTED: stale fencing token"),
+        "{out}"
+    );
+    assert!(out.contains("=> with fencing: 120"), "{out}");
+    assert_eq!(
+        out.matches("lease still held by my clock? false").count(),
+        2,
+        "{out}"
+    );
+}
