@@ -185,7 +185,11 @@ impl LockGuard {
         };
         let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
         *released = true;
-        lease.mark_released();
+        // A lease found over is reported lost, so `lost()` watchers hear of it.
+        match locally_lost {
+            Some(reason) => lease.mark_lost(reason),
+            None => lease.mark_released(),
+        }
         lease.free_slot();
         tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released");
         match &outcome {
@@ -224,7 +228,11 @@ impl Drop for LockGuard {
 /// the store has answered; without a runtime the slot is freed now and the
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
-    lease.mark_released();
+    if Instant::now() >= lease.deadline() {
+        lease.mark_lost(LossReason::NotRenewedInTime);
+    } else {
+        lease.mark_released();
+    }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(async move {

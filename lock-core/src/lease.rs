@@ -138,27 +138,30 @@ impl LeaseState {
         }
     }
 
-    /// Resolves with the loss error when the lease is lost; never resolves
-    /// if it is released instead.
+    /// Resolves with the loss error when the lease is lost (also if the
+    /// guard is gone by the time it is polled); never resolves if it is
+    /// released instead.
     pub(crate) fn lost(
         self: &Arc<Self>,
     ) -> impl std::future::Future<Output = LockError> + Send + 'static {
         let mut status = self.status.subscribe();
-        let lease = Arc::downgrade(self);
+        let (key, token) = (LockError::shown(&self.keys.user), self.token);
         async move {
             let reason = loop {
                 if let Status::Lost(reason) = *status.borrow_and_update() {
                     break reason;
                 }
                 if status.changed().await.is_err() {
-                    // The lease is gone without being lost: released.
+                    // Gone: report a loss that is in the last value, else
+                    // it was released and never resolves.
+                    let last = *status.borrow();
+                    if let Status::Lost(reason) = last {
+                        break reason;
+                    }
                     std::future::pending::<()>().await;
                 }
             };
-            match lease.upgrade() {
-                Some(lease) => lease.lost_error(reason),
-                None => std::future::pending().await,
-            }
+            LockError::Lost { key, token, reason }
         }
     }
 }

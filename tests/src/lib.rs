@@ -9,10 +9,13 @@
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it.
 
+pub mod history;
 mod postgres;
+mod proxy;
 mod server;
 mod store;
 
 pub use postgres::PostgresServer;
+pub use proxy::DelayProxy;
 pub use server::{RedisServer, ServerOptions, all_keys, command_calls, send_signal};
 pub use store::{Counting, TestStore, assert_lost};

@@ -1,0 +1,243 @@
+//! Histories of lock clients and the checker that judges them.
+//!
+//! Client processes print one event a line:
+//! `ev <unix-ms> <client> <kind> <key> <token>`, with kinds `acquire_sent`,
+//! `acquire_ok`, `acquire_failed`, `acquire_unknown`, `renewed`, `lost`,
+//! `write_ok`, `write_rejected`, `release_ok`, `release_err`. The store
+//! keeps, per key, the list of tokens of accepted writes in the order it
+//! applied them.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch (shared by processes on one host).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Formats one event line.
+pub fn event_line(client: &str, kind: &str, key: &str, token: u64) -> String {
+    format!("ev {} {client} {kind} {key} {token}", now_ms())
+}
+
+/// One event of one client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When (Unix ms).
+    pub at: u64,
+    /// Which client process.
+    pub client: String,
+    /// What happened.
+    pub kind: String,
+    /// The lock key.
+    pub key: String,
+    /// The token (0 where none).
+    pub token: u64,
+}
+
+impl Event {
+    /// Parses an `ev ...` line.
+    pub fn parse(line: &str) -> Option<Event> {
+        let mut parts = line.split(' ');
+        if parts.next()? != "ev" {
+            return None;
+        }
+        Some(Event {
+            at: parts.next()?.parse().ok()?,
+            client: parts.next()?.to_owned(),
+            kind: parts.next()?.to_owned(),
+            key: parts.next()?.to_owned(),
+            token: parts.next()?.parse().ok()?,
+        })
+    }
+}
+
+/// What the checker knows besides the events.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// The clients' lease length.
+    pub ttl: Duration,
+    /// When each client was frozen (SIGSTOP) and thawed, Unix ms.
+    pub pauses: HashMap<String, Vec<(u64, u64)>>,
+    /// Accepted writes per key, in the store's order.
+    pub store: HashMap<String, Vec<u64>>,
+    /// Slack for scheduling on a loaded machine.
+    pub slack: Duration,
+}
+
+/// A summary of a checked history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Successful acquisitions.
+    pub acquired: usize,
+    /// Accepted fenced writes.
+    pub accepted: usize,
+    /// Rejected fenced writes.
+    pub rejected: usize,
+    /// Losses reported.
+    pub lost: usize,
+}
+
+/// Checks a history; returns every violation found, or a summary.
+pub fn check(events: &[Event], facts: &Facts) -> Result<Summary, Vec<String>> {
+    let mut violations = Vec::new();
+    let mut summary = Summary::default();
+    let ttl = facts.ttl.as_millis() as u64;
+    let interval = ttl / 3;
+    let slack = facts.slack.as_millis() as u64;
+
+    // 1. No token is issued twice for a key.
+    let mut issued: HashSet<(&str, u64)> = HashSet::new();
+    for e in events.iter().filter(|e| e.kind == "acquire_ok") {
+        summary.acquired += 1;
+        if !issued.insert((&e.key, e.token)) {
+            violations.push(format!("token {} issued twice for {}", e.token, e.key));
+        }
+    }
+
+    // 2. The store's accepted writes: non-decreasing, each token contiguous.
+    for (key, tokens) in &facts.store {
+        let mut closed = HashSet::new();
+        for pair in tokens.windows(2) {
+            if pair[1] < pair[0] {
+                violations.push(format!(
+                    "{key}: write with {} accepted after {}",
+                    pair[1], pair[0]
+                ));
+            }
+            if pair[0] != pair[1] && !closed.insert(pair[0]) {
+                violations.push(format!("{key}: token {} wrote again after others", pair[0]));
+            }
+        }
+    }
+
+    // 3. Losses told in time; 4. no accepted write after the loss.
+    for lost in events.iter().filter(|e| e.kind == "lost") {
+        summary.lost += 1;
+        let same =
+            |e: &&Event| e.client == lost.client && e.key == lost.key && e.token == lost.token;
+        let confirmed = events
+            .iter()
+            .filter(same)
+            .filter(|e| (e.kind == "renewed" || e.kind == "acquire_ok") && e.at <= lost.at)
+            .map(|e| e.at)
+            .max();
+        let Some(confirmed) = confirmed else {
+            violations.push(format!(
+                "{} lost token {} it never held",
+                lost.client, lost.token
+            ));
+            continue;
+        };
+        let mut bound = confirmed + ttl + interval + slack;
+        // A frozen holder tells at the first tick after it thaws.
+        for &(stop, cont) in facts.pauses.get(&lost.client).into_iter().flatten() {
+            if stop <= bound && cont + slack > bound {
+                bound = cont + slack;
+            }
+        }
+        if lost.at > bound {
+            violations.push(format!(
+                "{} told the loss of {} {} ms after its last confirmation (bound {} ms)",
+                lost.client,
+                lost.token,
+                lost.at - confirmed,
+                bound - confirmed
+            ));
+        }
+        for write in events.iter().filter(same).filter(|e| e.kind == "write_ok") {
+            if write.at > lost.at {
+                violations.push(format!(
+                    "{} wrote with {} after it was told the lease was lost",
+                    lost.client, lost.token
+                ));
+            }
+        }
+    }
+    summary.accepted = events.iter().filter(|e| e.kind == "write_ok").count();
+    summary.rejected = events.iter().filter(|e| e.kind == "write_rejected").count();
+
+    // Writes the clients saw accepted are exactly the store's.
+    let mut seen: Vec<u64> = events
+        .iter()
+        .filter(|e| e.kind == "write_ok")
+        .map(|e| e.token)
+        .collect();
+    let mut stored: Vec<u64> = facts.store.values().flatten().copied().collect();
+    seen.sort_unstable();
+    stored.sort_unstable();
+    if !facts.store.is_empty() && seen != stored {
+        violations.push(format!(
+            "clients saw {} accepted writes, the store has {}",
+            seen.len(),
+            stored.len()
+        ));
+    }
+    if violations.is_empty() {
+        Ok(summary)
+    } else {
+        Err(violations)
+    }
+}
+
+/// The first acquisition at or after `healed` (Unix ms), if any.
+pub fn first_acquire_after(events: &[Event], healed: u64) -> Option<u64> {
+    events
+        .iter()
+        .filter(|e| e.kind == "acquire_ok" && e.at >= healed)
+        .map(|e| e.at)
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(at: u64, client: &str, kind: &str, token: u64) -> Event {
+        Event {
+            at,
+            client: client.into(),
+            kind: kind.into(),
+            key: "k".into(),
+            token,
+        }
+    }
+
+    fn facts(store: Vec<u64>) -> Facts {
+        Facts {
+            ttl: Duration::from_millis(300),
+            store: HashMap::from([("k".to_owned(), store)]),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let events = vec![
+            ev(0, "a", "acquire_ok", 1),
+            ev(1, "a", "write_ok", 1),
+            ev(2, "a", "write_ok", 1),
+            ev(5, "b", "acquire_ok", 2),
+            ev(6, "b", "write_ok", 2),
+        ];
+        assert!(check(&events, &facts(vec![1, 1, 2])).is_ok());
+    }
+
+    #[test]
+    fn violations_are_caught() {
+        let events = vec![
+            ev(0, "a", "acquire_ok", 1),
+            ev(0, "b", "acquire_ok", 1),
+            ev(1000, "a", "lost", 1),
+            ev(1001, "a", "write_ok", 1),
+        ];
+        let found = check(&events, &facts(vec![2, 1])).unwrap_err();
+        let text = found.join("\n");
+        assert!(text.contains("issued twice"), "{text}");
+        assert!(text.contains("accepted after"), "{text}");
+        assert!(text.contains("told the loss"), "{text}");
+        assert!(text.contains("after it was told"), "{text}");
+    }
+}

@@ -1,0 +1,215 @@
+//! Spawning fault clients, freezing them, and collecting their histories.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lock_testkit::history::{Event, Facts, check, now_ms};
+use lock_testkit::{RedisServer, send_signal};
+
+pub const SLACK: Duration = Duration::from_millis(750);
+
+/// Freeze windows (Unix ms) per client.
+pub type Pauses = HashMap<String, Vec<(u64, u64)>>;
+
+/// Running fault clients and the lines they print.
+pub struct Clients {
+    children: Vec<(String, Child)>,
+    lines: mpsc::Receiver<String>,
+    sender: mpsc::Sender<String>,
+    pub events: Vec<Event>,
+    pub pauses: Pauses,
+}
+
+impl Clients {
+    pub fn new() -> Self {
+        let (sender, lines) = mpsc::channel();
+        Clients {
+            children: Vec::new(),
+            lines,
+            sender,
+            events: Vec::new(),
+            pauses: HashMap::new(),
+        }
+    }
+
+    /// Starts `fault_client <args>` as client `id` (the id is `args[3]`).
+    pub fn spawn(&mut self, args: &[String], env: &[(&str, &str)]) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fault_client"));
+        command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("spawn fault_client");
+        let stdout = child.stdout.take().unwrap();
+        let sender = self.sender.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        self.children.push((args[3].clone(), child));
+    }
+
+    fn pid(&self, id: &str) -> u32 {
+        self.children
+            .iter()
+            .find(|(c, _)| c == id)
+            .expect("client")
+            .1
+            .id()
+    }
+
+    pub fn stdin(&mut self, id: &str) -> &mut ChildStdin {
+        let child = &mut self
+            .children
+            .iter_mut()
+            .find(|(c, _)| c == id)
+            .expect("client")
+            .1;
+        child.stdin.as_mut().expect("stdin")
+    }
+
+    /// Sends a line to a stepped client.
+    pub fn step(&mut self, id: &str) {
+        let stdin = self.stdin(id);
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next event (blocking), recorded.
+    pub fn next(&mut self) -> Event {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("fault clients went silent");
+            if let Some(event) = Event::parse(&line) {
+                self.events.push(event.clone());
+                return event;
+            }
+        }
+    }
+
+    /// Waits for an event that `matches`.
+    pub fn wait_for(&mut self, matches: impl Fn(&Event) -> bool) -> Event {
+        loop {
+            let event = self.next();
+            if matches(&event) {
+                return event;
+            }
+        }
+    }
+
+    /// Freezes client `id` (SIGSTOP) for `how_long`, recording the pause.
+    pub fn freeze(&mut self, id: &str, how_long: Duration) {
+        let pid = self.pid(id);
+        let start = now_ms();
+        assert!(send_signal(pid, libc::SIGSTOP));
+        std::thread::sleep(how_long);
+        assert!(send_signal(pid, libc::SIGCONT));
+        self.pauses
+            .entry(id.to_owned())
+            .or_default()
+            .push((start, now_ms()));
+    }
+
+    /// Freezes `id` without thawing it.
+    pub fn stop(&mut self, id: &str) -> u64 {
+        assert!(send_signal(self.pid(id), libc::SIGSTOP));
+        now_ms()
+    }
+
+    /// Thaws `id`, recording the pause that began at `since`.
+    pub fn cont(&mut self, id: &str, since: u64) {
+        assert!(send_signal(self.pid(id), libc::SIGCONT));
+        self.pauses
+            .entry(id.to_owned())
+            .or_default()
+            .push((since, now_ms()));
+    }
+
+    /// Collects every remaining event until all clients exit successfully.
+    pub fn finish(mut self) -> (Vec<Event>, Pauses) {
+        let mut done = self.events.iter().filter(|e| e.kind == "done").count();
+        while done < self.children.len() {
+            if self.next().kind == "done" {
+                done += 1;
+            }
+        }
+        for (id, child) in &mut self.children {
+            let status = child.wait().unwrap();
+            assert!(status.success(), "client {id} failed: {status}");
+        }
+        (self.events, self.pauses)
+    }
+}
+
+/// Worker arguments: `keys` keys, `ops` operations, lease `ttl`, `work` inside.
+pub fn worker(
+    lock: &RedisServer,
+    data: &RedisServer,
+    id: &str,
+    keys: u64,
+    ops: u64,
+    ttl: Duration,
+    work: Duration,
+) -> Vec<String> {
+    vec![
+        "worker".into(),
+        lock.url(),
+        data.url(),
+        id.into(),
+        keys.to_string(),
+        ops.to_string(),
+        ttl.as_millis().to_string(),
+        work.as_millis().to_string(),
+    ]
+}
+
+/// The data server's accepted-write lists, per lock key.
+pub async fn store_histories(data: &RedisServer, keys: u64) -> HashMap<String, Vec<u64>> {
+    let mut conn = data.connection().await;
+    let mut store = HashMap::new();
+    for k in 0..keys {
+        let key = format!("fault:{k}");
+        let tokens: Vec<u64> = redis::cmd("LRANGE")
+            .arg(format!("{{{key}}}:history"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        store.insert(key, tokens);
+    }
+    store
+}
+
+/// Checks the history, panicking with every violation.
+pub fn assert_history(events: &[Event], facts: &Facts) -> lock_testkit::history::Summary {
+    match check(events, facts) {
+        Ok(summary) => {
+            println!("history: {summary:?}");
+            summary
+        }
+        Err(violations) => panic!("history violations:\n{}", violations.join("\n")),
+    }
+}
+
+pub fn facts(
+    ttl: Duration,
+    pauses: HashMap<String, Vec<(u64, u64)>>,
+    store: HashMap<String, Vec<u64>>,
+) -> Facts {
+    Facts {
+        ttl,
+        pauses,
+        store,
+        slack: SLACK,
+    }
+}
