@@ -257,6 +257,32 @@ impl RedisServer {
         replica
     }
 
+    /// Promotes this replica to a master (`REPLICAOF NO ONE`); it keeps its data.
+    pub async fn promote(&self) {
+        let mut conn = self.connection().await;
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut conn)
+            .await
+            .expect("REPLICAOF NO ONE");
+    }
+
+    /// Cuts this replica off its master while keeping its data: it is
+    /// pointed at a loopback port where nothing listens.
+    pub async fn detach(&self) {
+        let nowhere = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = nowhere.local_addr().expect("addr").port();
+        drop(nowhere);
+        let mut conn = self.connection().await;
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(port)
+            .query_async(&mut conn)
+            .await
+            .expect("REPLICAOF");
+    }
+
     /// Blocks until `n` replicas have every write so far (Redis `WAIT`).
     pub async fn wait_for_replicas(&self, n: usize) {
         let mut conn = self.connection().await;

@@ -452,13 +452,7 @@ async fn s09_failover_that_loses_the_lock() {
     let first = on_master.lock("failover").await.unwrap();
     master.kill();
     replica.resume();
-    let mut conn = replica.connection().await;
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    replica.promote().await;
     let on_replica = Locker::redis(&replica.url()).await.unwrap();
     let second = on_replica
         .lock("failover")
@@ -496,13 +490,7 @@ async fn s10_split_brain() {
         .unwrap();
     let a = on_master.lock("split").await.unwrap();
     master.wait_for_replicas(1).await;
-    let mut conn = replica.connection().await;
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    replica.promote().await;
     let on_replica = Locker::builder()
         .ttl(ttl)
         .redis(&replica.url())

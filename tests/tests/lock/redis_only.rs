@@ -119,18 +119,9 @@ async fn tokens_rise_across_promotion_of_a_lagging_replica() {
         g.release().await.unwrap();
     }
     master.wait_for_replicas(1).await;
-    // The replica stops receiving (pointed at a port where nothing listens,
-    // it keeps its data); the master goes on minting.
-    let nowhere = RedisServer::start();
-    let nowhere_port = nowhere.port();
-    drop(nowhere);
-    let mut conn = replica.connection().await;
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(nowhere_port)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // The replica stops receiving (it keeps its data); the master goes on
+    // minting.
+    replica.detach().await;
     for _ in 0..5 {
         let g = on_master.lock("promote").await.unwrap();
         assert!(g.token() > last);
@@ -140,12 +131,7 @@ async fn tokens_rise_across_promotion_of_a_lagging_replica() {
     let held = on_master.lock("promote").await.unwrap();
     last = last.max(held.token());
     master.kill();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    replica.promote().await;
     let on_replica = locker(&replica).await;
     // The promoted replica never saw the held lease: a second holder gets
     // in, and only its higher token can tell the two apart downstream.
