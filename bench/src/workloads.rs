@@ -10,26 +10,27 @@ use tokio::time::Instant;
 
 use crate::stats::{Percentiles, Row};
 
-/// Commands a client sends itself (not those run inside scripts).
-const TOP_LEVEL: [&str; 6] = [
-    "evalsha",
-    "eval",
-    "script",
-    "subscribe",
-    "unsubscribe",
-    "wait",
-];
-
-async fn sent_commands(client: &redis::Client) -> u64 {
+/// Commands sent to Redis by lock clients so far (`None` off Redis).
+async fn sent_commands(client: &redis::Client, backend: &str) -> Option<u64> {
+    if backend != "redis" {
+        return None;
+    }
     let mut conn = client
         .get_multiplexed_async_connection()
         .await
         .expect("admin");
-    let mut total = 0;
-    for command in TOP_LEVEL {
-        total += lock_testkit::command_calls(&mut conn, command).await;
-    }
-    total
+    Some(lock_testkit::lock_commands_sent(&mut conn).await)
+}
+
+/// Commands per acquisition since `before`.
+async fn per_acquisition(
+    client: &redis::Client,
+    backend: &str,
+    before: Option<u64>,
+    acquisitions: u64,
+) -> Option<f64> {
+    let after = sent_commands(client, backend).await?;
+    Some((after - before?) as f64 / acquisitions.max(1) as f64)
 }
 
 /// The reference: SET + EVALSHA of a lock-sized script, back to back.
@@ -131,11 +132,7 @@ pub async fn c8(locker: &Locker, backend: &str, client: &redis::Client, total: u
     let last = Arc::new(Mutex::new(None::<LastRelease>));
     let reacquired = Arc::new(AtomicUsize::new(0));
     let handoffs = Arc::new(Mutex::new(Vec::new()));
-    let before = if backend == "redis" {
-        Some(sent_commands(client).await)
-    } else {
-        None
-    };
+    let before = sent_commands(client, backend).await;
     let started = Instant::now();
     let handles: Vec<_> = (0..TASKS)
         .map(|task| {
@@ -185,10 +182,7 @@ pub async fn c8(locker: &Locker, backend: &str, client: &redis::Client, total: u
         wait.len() as u64,
         "lost updates: mutual exclusion broken"
     );
-    let commands = match before {
-        Some(before) => Some((sent_commands(client).await - before) as f64 / acquisitions as f64),
-        None => None,
-    };
+    let commands = per_acquisition(client, backend, before, acquisitions).await;
     let spread = *per_task.iter().min().unwrap_or(&0) as f64
         / (*per_task.iter().max().unwrap_or(&1)).max(1) as f64;
     let mut handoffs = std::mem::take(&mut *handoffs.lock().expect("poisoned"));
@@ -209,11 +203,7 @@ pub async fn c8(locker: &Locker, backend: &str, client: &redis::Client, total: u
 /// W1000: 1000 tasks of one process on one key, each once.
 pub async fn w1000(locker: &Locker, backend: &str, client: &redis::Client) -> Row {
     const TASKS: usize = 1000;
-    let before = if backend == "redis" {
-        Some(sent_commands(client).await)
-    } else {
-        None
-    };
+    let before = sent_commands(client, backend).await;
     let started = Instant::now();
     let handles: Vec<_> = (0..TASKS)
         .map(|_| {
@@ -234,10 +224,7 @@ pub async fn w1000(locker: &Locker, backend: &str, client: &redis::Client) -> Ro
         release.push(r);
     }
     let elapsed = started.elapsed();
-    let commands = match before {
-        Some(before) => Some((sent_commands(client).await - before) as f64 / TASKS as f64),
-        None => None,
-    };
+    let commands = per_acquisition(client, backend, before, TASKS as u64).await;
     Row {
         name: format!("W1000 {backend}"),
         ops_per_sec: TASKS as f64 / elapsed.as_secs_f64(),

@@ -17,5 +17,8 @@ mod store;
 
 pub use postgres::PostgresServer;
 pub use proxy::DelayProxy;
-pub use server::{RedisServer, ServerOptions, all_keys, command_calls, send_signal};
+pub use server::{
+    LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lock_commands_sent,
+    send_signal,
+};
 pub use store::{Counting, TestStore, assert_lost};

@@ -341,6 +341,26 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command
         .unwrap_or(0)
 }
 
+/// Commands a lock client sends itself; the ones its scripts run inside
+/// Redis are counted separately by `INFO commandstats`.
+pub const LOCK_CLIENT_COMMANDS: [&str; 6] = [
+    "evalsha",
+    "eval",
+    "script",
+    "subscribe",
+    "unsubscribe",
+    "wait",
+];
+
+/// Calls of the [`LOCK_CLIENT_COMMANDS`] the server has served.
+pub async fn lock_commands_sent(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let mut sent = 0;
+    for command in LOCK_CLIENT_COMMANDS {
+        sent += command_calls(conn, command).await;
+    }
+    sent
+}
+
 /// Every key currently in the server (test servers are small).
 pub async fn all_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")

@@ -5,18 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lock_core::{FencingToken, LockError, Locker};
-use lock_testkit::{RedisServer, all_keys, assert_lost, command_calls};
+use lock_testkit::{RedisServer, all_keys, assert_lost};
 
-/// Commands a client sends itself (the ones inside scripts are counted
-/// separately by Redis).
-const TOP_LEVEL: [&str; 6] = [
-    "evalsha",
-    "eval",
-    "script",
-    "subscribe",
-    "unsubscribe",
-    "wait",
-];
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -303,11 +293,10 @@ async fn a_thousand_waiters_cost_few_commands() {
 
 /// (commands sent by clients, all commands including those inside scripts)
 async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
-    let mut sent = 0;
-    for command in TOP_LEVEL {
-        sent += command_calls(conn, command).await;
-    }
-    (sent, total_calls(conn).await)
+    (
+        lock_testkit::lock_commands_sent(conn).await,
+        total_calls(conn).await,
+    )
 }
 
 async fn total_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
