@@ -178,24 +178,10 @@ impl LockGuard {
         if let Some(watchdog) = watchdog.take() {
             watchdog.abort();
         }
-        let locally_lost = match lease.status() {
-            Status::Lost(reason) => Some(reason),
-            _ if Instant::now() >= lease.deadline() => Some(LossReason::NotRenewedInTime),
-            _ => None,
-        };
-        let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
+        let locally_lost = lease.end();
+        let outcome = lease.release_in_store().await;
         *released = true;
-        // A lease found over is reported lost, so `lost()` watchers hear of it.
-        match locally_lost {
-            Some(reason) => lease.mark_lost(reason),
-            None => lease.mark_released(),
-        }
         lease.free_slot();
-        tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released");
-        match &outcome {
-            Ok(_) => crate::telemetry::released(),
-            Err(_) => crate::telemetry::store_error(Operation::Release),
-        }
         match (locally_lost, outcome) {
             (Some(reason), _) => Err(lease.lost_error(reason)),
             (None, Ok(true)) => Ok(()),
@@ -228,20 +214,11 @@ impl Drop for LockGuard {
 /// the store has answered; without a runtime the slot is freed now and the
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
-    if Instant::now() >= lease.deadline() {
-        lease.mark_lost(LossReason::NotRenewedInTime);
-    } else {
-        lease.mark_released();
-    }
+    lease.end();
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             runtime.spawn(async move {
-                let outcome = lease.backend.release(&lease.keys, &lease.owner).await;
-                tracing::debug!(key = %lease.keys.user, token = %lease.token, ?outcome, "lock released in the background");
-                match &outcome {
-                    Ok(_) => crate::telemetry::released(),
-                    Err(_) => crate::telemetry::store_error(Operation::Release),
-                }
+                let _ = lease.release_in_store().await;
                 lease.free_slot();
             });
         }

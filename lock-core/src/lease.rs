@@ -108,6 +108,35 @@ impl LeaseState {
         }
     }
 
+    /// Ends the lease's local life when its guard goes: a lease already lost,
+    /// or past its deadline, is (reported) lost, so `lost()` watchers hear
+    /// of it; any other is released. Returns why it was lost, if it was.
+    pub(crate) fn end(&self) -> Option<LossReason> {
+        match self.status() {
+            Status::Lost(reason) => Some(reason),
+            _ if Instant::now() >= self.deadline() => {
+                self.mark_lost(LossReason::NotRenewedInTime);
+                Some(LossReason::NotRenewedInTime)
+            }
+            _ => {
+                self.mark_released();
+                None
+            }
+        }
+    }
+
+    /// Removes the lease from the store by owner value (never another
+    /// owner's), logging and counting the outcome.
+    pub(crate) async fn release_in_store(&self) -> Result<bool, crate::error::StoreError> {
+        let outcome = self.backend.release(&self.keys, &self.owner).await;
+        tracing::debug!(key = %self.keys.user, token = %self.token, ?outcome, "lock released");
+        match &outcome {
+            Ok(_) => crate::telemetry::released(),
+            Err(_) => crate::telemetry::store_error(crate::error::Operation::Release),
+        }
+        outcome
+    }
+
     /// Records a release (so `lost()` never fires for it).
     pub(crate) fn mark_released(&self) {
         self.status.send_if_modified(|status| {

@@ -201,12 +201,9 @@ where
         key: &str,
         request: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        let failure = match tokio::time::timeout(self.timeout, request).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(err)) => StoreError::from(err),
-            Err(_) => StoreError::timed_out(self.timeout),
-        };
-        Err(LockError::unavailable(key, Operation::FencedWrite, failure))
+        crate::backend::redis::within(self.timeout, request)
+            .await
+            .map_err(|failure| LockError::unavailable(key, Operation::FencedWrite, failure))
     }
 
     /// Deletes `key` and its token record.

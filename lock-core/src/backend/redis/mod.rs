@@ -87,10 +87,19 @@ where
         F: FnOnce(C) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match tokio::time::timeout(self.timeout, request(self.connection.clone())).await {
-            Ok(result) => Ok(result?),
-            Err(_) => Err(StoreError::timed_out(self.timeout)),
-        }
+        within(self.timeout, request(self.connection.clone())).await
+    }
+}
+
+/// Awaits one Redis request for at most `timeout`; running out of it is an
+/// error whose outcome is unknown (the request may have been applied).
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    request: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(StoreError::timed_out(timeout)),
     }
 }
 
