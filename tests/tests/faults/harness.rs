@@ -150,6 +150,31 @@ impl Clients {
     }
 }
 
+/// Shape of a group of workers: how many, on how many keys, how many
+/// operations each, lease length and work inside the lock.
+pub struct Workers {
+    pub count: usize,
+    pub keys: u64,
+    pub ops: u64,
+    pub ttl: Duration,
+    pub work: Duration,
+}
+
+impl Clients {
+    /// Starts `shape.count` workers named `c0`, `c1`, ...
+    pub fn spawn_workers(&mut self, lock: &RedisServer, data: &RedisServer, shape: Workers) {
+        for i in 0..shape.count {
+            let id = format!("c{i}");
+            self.spawn(
+                &worker(
+                    lock, data, &id, shape.keys, shape.ops, shape.ttl, shape.work,
+                ),
+                &[],
+            );
+        }
+    }
+}
+
 /// Worker arguments: `keys` keys, `ops` operations, lease `ttl`, `work` inside.
 pub fn worker(
     lock: &RedisServer,

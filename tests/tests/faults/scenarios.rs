@@ -9,7 +9,7 @@ use lock_testkit::{DelayProxy, RedisServer, all_keys, command_calls};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use crate::harness::{Clients, SLACK, assert_history, facts, store_histories, worker};
+use crate::harness::{Clients, SLACK, Workers, assert_history, facts, store_histories, worker};
 
 /// Runs blocking client orchestration off the async runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -23,12 +23,17 @@ async fn s01_baseline_nothing_rejected() {
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_secs(5);
     let mut clients = Clients::new();
-    for i in 0..8 {
-        clients.spawn(
-            &worker(&lock, &data, &format!("c{i}"), 3, 1000, ttl, Duration::ZERO),
-            &[],
-        );
-    }
+    clients.spawn_workers(
+        &lock,
+        &data,
+        Workers {
+            count: 8,
+            keys: 3,
+            ops: 1000,
+            ttl,
+            work: Duration::ZERO,
+        },
+    );
     let (events, pauses) = blocking(move || clients.finish()).await;
     let summary = assert_history(
         &events,
@@ -47,20 +52,17 @@ async fn s02_frozen_holder_is_fenced_and_told() {
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(400);
     let mut clients = Clients::new();
-    for i in 0..3 {
-        clients.spawn(
-            &worker(
-                &lock,
-                &data,
-                &format!("c{i}"),
-                1,
-                40,
-                ttl,
-                Duration::from_millis(30),
-            ),
-            &[],
-        );
-    }
+    clients.spawn_workers(
+        &lock,
+        &data,
+        Workers {
+            count: 3,
+            keys: 1,
+            ops: 40,
+            ttl,
+            work: Duration::from_millis(30),
+        },
+    );
     let (events, pauses, frozen) = blocking(move || {
         let mut frozen = Vec::new();
         for _ in 0..2 {
@@ -360,20 +362,17 @@ async fn s08_restart_under_load() {
     let (mut lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(500);
     let mut clients = Clients::new();
-    for i in 0..3 {
-        clients.spawn(
-            &worker(
-                &lock,
-                &data,
-                &format!("c{i}"),
-                2,
-                60,
-                ttl,
-                Duration::from_millis(10),
-            ),
-            &[],
-        );
-    }
+    clients.spawn_workers(
+        &lock,
+        &data,
+        Workers {
+            count: 3,
+            keys: 2,
+            ops: 60,
+            ttl,
+            work: Duration::from_millis(10),
+        },
+    );
     let (clients, healed) = blocking(move || {
         for _ in 0..20 {
             clients.wait_for(|e| e.kind == "acquire_ok");

@@ -199,9 +199,11 @@ fn streaming_app(locker: Locker) -> (Router, mpsc::Sender<Bytes>) {
     (app, tx)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streaming_body_keeps_the_lock_until_its_last_chunk() {
-    let store = TestStore::redis();
+/// Starts a streaming report on a Redis-backed layer and reads its first
+/// chunk; returns the body, the chunk sender and another owner's Locker.
+async fn first_chunk_of_a_report(
+    store: &TestStore,
+) -> (hyper::body::Incoming, mpsc::Sender<Bytes>, Locker) {
     let locker = store.locker().await;
     let other = store.locker().await;
     let (app, chunks) = streaming_app(locker);
@@ -217,6 +219,13 @@ async fn a_streaming_body_keeps_the_lock_until_its_last_chunk() {
     assert_eq!(frame.into_data().unwrap(), "first ");
     // Headers and a chunk are out; the lock is still held.
     assert!(other.try_lock("report:1").await.unwrap().is_none());
+    (body, chunks, other)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_body_keeps_the_lock_until_its_last_chunk() {
+    let store = TestStore::redis();
+    let (body, chunks, other) = first_chunk_of_a_report(&store).await;
     chunks.send(Bytes::from_static(b"last")).await.unwrap();
     drop(chunks);
     let rest = body.collect().await.unwrap().to_bytes();
@@ -233,21 +242,9 @@ async fn a_streaming_body_keeps_the_lock_until_its_last_chunk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_connection_mid_body_releases() {
     let store = TestStore::redis();
-    let locker = store.locker().await;
-    let other = store.locker().await;
-    let (app, chunks) = streaming_app(locker);
-    let addr = serve(app).await;
-    {
-        let request = Request::get(format!("http://{addr}/reports/1"))
-            .body(Empty::new())
-            .unwrap();
-        let response = client().request(request).await.unwrap();
-        let mut body = response.into_body();
-        chunks.send(Bytes::from_static(b"first ")).await.unwrap();
-        body.frame().await.unwrap().unwrap();
-        assert!(other.try_lock("report:1").await.unwrap().is_none());
-        // The client goes away mid-body (client and connection dropped).
-    }
+    let (body, chunks, other) = first_chunk_of_a_report(&store).await;
+    // The client goes away mid-body (body, client and connection dropped).
+    drop(body);
     let started = tokio::time::Instant::now();
     let guard = other
         .lock("report:1")
