@@ -5,13 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::error::{LockError, LossReason, Operation};
 use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;
+use crate::watchdog::WatchdogHandle;
 
 /// A held lock: a lease in the store, kept alive by a watchdog while the
 /// guard lives.
@@ -54,7 +54,7 @@ pub struct LockGuard {
 enum Role {
     /// This guard took the lease; it renews and releases it.
     Owner {
-        watchdog: Option<AbortHandle>,
+        watchdog: Option<WatchdogHandle>,
         released: bool,
     },
     /// A nested acquire inside the owner's scope; releasing it does nothing.
@@ -62,7 +62,7 @@ enum Role {
 }
 
 impl LockGuard {
-    pub(crate) fn owner(lease: Arc<LeaseState>, watchdog: AbortHandle) -> Self {
+    pub(crate) fn owner(lease: Arc<LeaseState>, watchdog: WatchdogHandle) -> Self {
         LockGuard {
             lease,
             role: Role::Owner {
@@ -176,7 +176,7 @@ impl LockGuard {
             };
         };
         if let Some(watchdog) = watchdog.take() {
-            watchdog.abort();
+            watchdog.stop();
         }
         let locally_lost = lease.end();
         let outcome = lease.release_in_store().await;
@@ -201,7 +201,7 @@ impl Drop for LockGuard {
             return;
         };
         if let Some(watchdog) = watchdog.take() {
-            watchdog.abort();
+            watchdog.stop();
         }
         if *released {
             return;

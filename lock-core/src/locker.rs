@@ -11,6 +11,7 @@ use crate::error::{LockError, Operation};
 use crate::keys::validate_namespace;
 use crate::request::LockRequest;
 use crate::waiting::LocalQueues;
+use crate::watchdog::Watchdogs;
 
 /// Default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -57,6 +58,7 @@ pub(crate) struct LockerInner {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
     pub(crate) queues: Arc<LocalQueues>,
+    pub(crate) watchdogs: Watchdogs,
 }
 
 /// Settings shared by every request of a Locker.
@@ -119,6 +121,7 @@ impl Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 queues: LocalQueues::new(config.max_waiters_per_key),
+                watchdogs: Watchdogs::default(),
                 backend,
                 config,
             }),

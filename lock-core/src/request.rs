@@ -186,7 +186,11 @@ impl LockRequest {
                         renew: self.watchdog,
                         hold_until: inner.config.max_hold.map(|h| sent + h),
                     };
-                    let handle = watchdog::spawn(Arc::clone(&lease), plan);
+                    let handle = inner.watchdogs.start(
+                        Arc::clone(&lease),
+                        plan,
+                        watchdog::first_due(self.ttl),
+                    );
                     // From here a dropped future drops the guard, which releases.
                     let guard = LockGuard::owner(lease, handle);
                     let guard = self.confirm_replicas(guard).await?;

@@ -1,5 +1,6 @@
 //! The watchdog: renews a lease every ttl/3 and declares it lost when its
 //! local deadline passes unconfirmed or the store names another owner.
+//! Its task starts only when the first renewal is due ([`schedule`]).
 //!
 //! The deadline is counted from the moment the last confirmed request was
 //! sent (the store's expiry can only be later), minus a drift margin. A
@@ -10,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::AbortHandle;
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::LossReason;
@@ -25,18 +25,22 @@ pub(crate) struct Plan {
     pub(crate) hold_until: Option<Instant>,
 }
 
-/// Starts the watchdog of `lease`; abort the handle to stop it at once.
-pub(crate) fn spawn(lease: Arc<LeaseState>, plan: Plan) -> AbortHandle {
-    tokio::spawn(watch(lease, plan)).abort_handle()
+mod schedule;
+
+pub(crate) use self::schedule::{WatchdogHandle, Watchdogs};
+
+/// When the first renewal of a lease taken now with `ttl` is due.
+pub(crate) fn first_due(ttl: Duration) -> Instant {
+    Instant::now() + ttl / 3
 }
 
 fn retry_delay(interval: Duration) -> Duration {
     (interval / 5).max(Duration::from_millis(5))
 }
 
-async fn watch(lease: Arc<LeaseState>, plan: Plan) {
+/// Watches `lease` until it is lost; the first renewal is due at `next`.
+async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
     let interval = lease.ttl / 3;
-    let mut next = Instant::now() + interval;
     loop {
         let deadline = lease.deadline();
         let held_too_long = plan.hold_until.is_some_and(|h| next >= h);

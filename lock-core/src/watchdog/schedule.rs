@@ -1,0 +1,268 @@
+//! Deferred watchdog starts: nothing happens to a lease before its first
+//! renewal is due (a third of its ttl), and most leases on a hot path are
+//! released long before that. So instead of a task per lease from the
+//! start, a lease is entered in a timetable that one task per runtime and
+//! Locker serves; only a lease still held when its entry comes due gets its
+//! own watchdog task. Taking and releasing a lock then costs a map insert
+//! and remove instead of spawning, scheduling and aborting a task.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::runtime::{Handle as RuntimeHandle, Id};
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+use tokio::time::{Instant, sleep_until};
+
+use super::{Plan, watch};
+use crate::lease::LeaseState;
+
+/// The timetables of one Locker, one per runtime it is used on (a task of
+/// one runtime cannot be relied on to run for another).
+#[derive(Default)]
+pub(crate) struct Watchdogs {
+    timetables: Mutex<Vec<(Id, Arc<Timetable>)>>,
+}
+
+/// Due watchdog starts of one runtime, served by its runner task.
+#[derive(Default)]
+struct Timetable {
+    entries: Mutex<BTreeMap<(Instant, u64), Entry>>,
+    next_seq: AtomicU64,
+    /// A new entry became the earliest.
+    changed: Notify,
+    /// The runner task is alive (false once its runtime dropped it).
+    running: AtomicBool,
+    /// The Locker is gone: the runner ends once the timetable is empty.
+    orphaned: AtomicBool,
+}
+
+struct Entry {
+    lease: Arc<LeaseState>,
+    plan: Plan,
+    control: Arc<Mutex<State>>,
+}
+
+enum State {
+    /// Waiting in the timetable under this key.
+    Scheduled(Weak<Timetable>, (Instant, u64)),
+    /// Its task is running.
+    Running(AbortHandle),
+    Stopped,
+}
+
+/// Stops one lease's watchdog, whether it has started or not.
+pub(crate) struct WatchdogHandle(Arc<Mutex<State>>);
+
+impl WatchdogHandle {
+    /// Stops the watchdog now: a scheduled start is taken out of the
+    /// timetable, a running task is aborted.
+    pub(crate) fn stop(&self) {
+        let state = std::mem::replace(
+            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
+            State::Stopped,
+        );
+        match state {
+            State::Scheduled(timetable, key) => {
+                if let Some(timetable) = timetable.upgrade() {
+                    timetable.lock().remove(&key);
+                }
+            }
+            State::Running(task) => task.abort(),
+            State::Stopped => {}
+        }
+    }
+}
+
+impl Watchdogs {
+    /// Watches `lease` from `first_due` on (its first renewal) with `plan`.
+    /// Must be called on a Tokio runtime.
+    pub(crate) fn start(
+        &self,
+        lease: Arc<LeaseState>,
+        plan: Plan,
+        first_due: Instant,
+    ) -> WatchdogHandle {
+        let timetable = self.timetable();
+        let key = (
+            first_due,
+            timetable.next_seq.fetch_add(1, Ordering::Relaxed),
+        );
+        let control = Arc::new(Mutex::new(State::Scheduled(
+            Arc::downgrade(&timetable),
+            key,
+        )));
+        let earliest = {
+            let mut entries = timetable.lock();
+            entries.insert(
+                key,
+                Entry {
+                    lease,
+                    plan,
+                    control: Arc::clone(&control),
+                },
+            );
+            entries.keys().next() == Some(&key)
+        };
+        if earliest {
+            timetable.changed.notify_one();
+        }
+        WatchdogHandle(control)
+    }
+
+    /// This runtime's timetable, with a live runner.
+    fn timetable(&self) -> Arc<Timetable> {
+        let runtime = RuntimeHandle::current();
+        let id = runtime.id();
+        let mut timetables = self
+            .timetables
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Runtimes that shut down took their runners with them.
+        timetables.retain(|(_, t)| t.running.load(Ordering::Acquire));
+        if let Some((_, timetable)) = timetables.iter().find(|(i, _)| *i == id) {
+            return Arc::clone(timetable);
+        }
+        let timetable = Arc::new(Timetable {
+            running: AtomicBool::new(true),
+            ..Timetable::default()
+        });
+        runtime.spawn(run(Arc::clone(&timetable)));
+        timetables.push((id, Arc::clone(&timetable)));
+        timetable
+    }
+}
+
+impl Drop for Watchdogs {
+    fn drop(&mut self) {
+        let timetables = self
+            .timetables
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (_, timetable) in timetables.drain(..) {
+            timetable.orphaned.store(true, Ordering::Release);
+            timetable.changed.notify_one();
+        }
+    }
+}
+
+impl Timetable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(Instant, u64), Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes the entries due by now.
+    fn take_due(&self) -> (Vec<Entry>, Option<Instant>) {
+        let now = Instant::now();
+        let mut entries = self.lock();
+        let mut due = Vec::new();
+        while let Some(first) = entries.first_entry() {
+            if first.key().0 > now {
+                break;
+            }
+            due.push(first.remove());
+        }
+        (due, entries.keys().next().map(|(at, _)| *at))
+    }
+}
+
+/// Marks the timetable dead when the runner is dropped (its runtime shut
+/// down), so the next lock on another runtime starts a new one.
+struct Running(Arc<Timetable>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
+/// The runner: starts each entry's watchdog task when it comes due; ends
+/// when its Locker is gone and nothing is left to start.
+async fn run(timetable: Arc<Timetable>) {
+    let running = Running(timetable);
+    let timetable = &running.0;
+    loop {
+        let (due, next) = timetable.take_due();
+        for entry in due {
+            let mut state = entry.control.lock().unwrap_or_else(PoisonError::into_inner);
+            // A stop that raced with taking the entry wins.
+            if matches!(*state, State::Scheduled(..)) {
+                let task = tokio::spawn(watch(entry.lease, entry.plan, Instant::now()));
+                *state = State::Running(task.abort_handle());
+            }
+        }
+        match next {
+            None if timetable.orphaned.load(Ordering::Acquire) => return,
+            Some(at) => {
+                tokio::select! {
+                    _ = sleep_until(at) => {}
+                    _ = timetable.changed.notified() => {}
+                }
+            }
+            None => timetable.changed.notified().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Locker;
+    use std::time::Duration;
+
+    impl Watchdogs {
+        /// Entries waiting in every timetable.
+        fn scheduled(&self) -> usize {
+            let timetables = self.timetables.lock().unwrap();
+            timetables.iter().map(|(_, t)| t.lock().len()).sum()
+        }
+
+        fn runners(&self) -> Vec<Arc<Timetable>> {
+            let timetables = self.timetables.lock().unwrap();
+            timetables.iter().map(|(_, t)| Arc::clone(t)).collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lock_released_early_never_starts_a_task_and_leaves_no_entry() {
+        let locker = Locker::memory();
+        let guard = locker.lock("k").ttl(Duration::from_secs(30)).await.unwrap();
+        assert_eq!(locker.inner.watchdogs.scheduled(), 1);
+        guard.release().await.unwrap();
+        assert_eq!(locker.inner.watchdogs.scheduled(), 0);
+        drop(locker.lock("k").await.unwrap()); // dropped, not released
+        assert_eq!(locker.inner.watchdogs.scheduled(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_its_first_renewal_gets_renewed() {
+        let locker = Locker::memory();
+        let guard = locker
+            .lock("k")
+            .ttl(Duration::from_millis(150))
+            .await
+            .unwrap();
+        // Held for three ttls: only renewals keep it (the contract under test).
+        tokio::time::sleep(Duration::from_millis(450)).await;
+        assert_eq!(
+            locker.inner.watchdogs.scheduled(),
+            0,
+            "the watchdog started"
+        );
+        assert!(guard.is_held(), "renewed by the started watchdog");
+        guard.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_runner_ends_with_its_locker() {
+        let locker = Locker::memory();
+        drop(locker.lock("k").await.unwrap());
+        let runners = locker.inner.watchdogs.runners();
+        assert_eq!(runners.len(), 1);
+        drop(locker);
+        while runners[0].running.load(Ordering::Acquire) {
+            tokio::task::yield_now().await;
+        }
+    }
+}
