@@ -1,41 +1,78 @@
 //! Benchmarks of lock-core, as a program (not a timed test).
 //!
 //! ```text
-//! cargo run --release -p lock-bench -- [rounds]
+//! cargo run --release -p lock-bench -- [rounds] [--only U1,C8,...] [--subjects redis,rslock]
 //! ```
 //!
 //! Starts its own redis-server (or uses `REDIS_URL`) and measures, in the
-//! same run and interleaved round by round (one-client round trips on a
-//! shared machine swing from minute to minute):
+//! same run and interleaved (for every workload of every round the
+//! reference first, then each subject, the subjects' order reversed every
+//! other round), because one-client round trips on a shared machine swing
+//! from minute to minute:
 //! - the reference: one `SET` and one `EVALSHA` of a lock-sized script back
-//!   to back on one multiplexed connection, the "pair limit" (a lock and a
-//!   release are two script calls);
-//! - lock-core on Redis and on the memory backend, on the workloads
-//!   U1 (one task, distinct keys), U16 (16 tasks, distinct keys, one
-//!   Locker), C8 (8 tasks on one key, a shared counter, 1 ms of work outside
-//!   the lock) and W1000 (1000 tasks on one key).
+//!   to back on one multiplexed connection, the "pair limit";
+//! - lock-core on Redis and on the memory backend, and the peer rslock 0.10
+//!   (single instance, default settings), on U1 (one task, distinct keys),
+//!   U16 (16 tasks, distinct keys, one shared Locker / manager), C8 (8 tasks
+//!   on one key, a shared counter, 1 ms of work outside the lock), C8p (C8
+//!   as 4 processes x 2 tasks) and W1000 (1000 tasks on one key);
+//! - L: an axum route behind `LockLayer` against the bare route under HTTP
+//!   load from a child process (16 connections, and 1 for latency);
+//! - the state memory per waiting task and per held lock.
 //!
-//! It prints a Markdown table: ops/s, latency percentiles, the ratio to the
-//! pair limit of the same round (median over rounds), and for contention
-//! the wait percentiles, the per-task spread, the share of re-acquisitions
-//! by the task that just released, and Redis commands per acquisition.
+//! It prints Markdown tables (ratios are medians over rounds of per-round
+//! ratios) and writes them with a PNG chart to `bench/results/`.
 
+mod chart;
+mod cpu;
+mod memory;
 mod stats;
+mod subject;
 mod workloads;
 
-use std::time::Duration;
+use std::path::PathBuf;
 
-use lock_core::Locker;
 use lock_testkit::RedisServer;
 
 use crate::stats::Row;
+use crate::subject::Subject;
+use crate::workloads::http::{self, Stack};
+use crate::workloads::{contention, distinct, processes, reference};
+
+#[global_allocator]
+static ALLOCATOR: memory::Counting = memory::Counting;
+
+/// The lock workloads, in table order.
+const WORKLOADS: [&str; 5] = ["U1", "U16", "C8", "C8p", "W1000"];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("child") {
+        match args.get(1).map(String::as_str) {
+            Some("c8p") => processes::child(&args[2..]).await,
+            Some("load") => http::child(&args[2..]).await,
+            other => panic!("unknown child {other:?}"),
+        }
+        return;
+    }
+    let rounds: usize = args.first().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| list.split(',').map(str::to_owned).collect());
+    let wanted = |workload: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.iter().any(|w| w == workload))
+    };
+    // `--subjects redis,rslock`: only subjects whose label contains one of these.
+    let subjects_wanted: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--subjects")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| list.split(',').map(str::to_owned).collect());
+
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
         Err(_) => {
@@ -44,42 +81,162 @@ async fn main() {
             (Some(server), url)
         }
     };
-    let redis = Locker::builder()
-        .ttl(Duration::from_secs(10))
-        .wait(Duration::from_secs(60))
-        .redis(&url)
-        .await
-        .expect("connect");
-    let memory = Locker::builder()
-        .ttl(Duration::from_secs(10))
-        .wait(Duration::from_secs(60))
-        .memory()
-        .expect("memory");
     let client = redis::Client::open(url.as_str()).expect("url");
+    let subjects: Vec<Subject> = [
+        Subject::core_redis(&url).await,
+        Subject::rslock(&url),
+        Subject::core_memory(),
+    ]
+    .into_iter()
+    .filter(|s| {
+        subjects_wanted
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|w| s.label().contains(w.as_str())))
+    })
+    .collect();
+    let cpu = cpu::CpuClock::new(&client).await;
     let mut rows: Vec<Row> = Vec::new();
     for round in 0..rounds {
-        let reference = workloads::pair_limit(&client, 2000).await;
-        eprintln!(
-            "round {}: pair limit {:.0}/s",
-            round + 1,
-            reference.ops_per_sec
-        );
-        let mut measured = vec![reference.clone()];
-        measured.push(workloads::u1(&redis, "redis", 2000).await);
-        measured.push(workloads::u16(&redis, "redis", 4000).await);
-        measured.push(workloads::c8(&redis, "redis", &client, 400).await);
-        measured.push(workloads::w1000(&redis, "redis", &client).await);
-        measured.push(workloads::u1(&memory, "memory", 20_000).await);
-        measured.push(workloads::u16(&memory, "memory", 40_000).await);
-        measured.push(workloads::c8(&memory, "memory", &client, 400).await);
-        measured.push(workloads::w1000(&memory, "memory", &client).await);
-        for mut row in measured {
-            row.ratios.push(row.ops_per_sec / reference.ops_per_sec);
-            match rows.iter_mut().find(|r| r.name == row.name) {
-                Some(existing) => existing.merge(row),
-                None => rows.push(row),
+        let mut order: Vec<&Subject> = subjects.iter().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for workload in WORKLOADS.into_iter().filter(|w| wanted(w)) {
+            let reference = measure(&cpu, reference::pair_limit(&client)).await;
+            let mut measured = Vec::new();
+            for subject in &order {
+                let before = cpu.read();
+                let mut row = match workload {
+                    "U1" => distinct::u1(subject).await,
+                    "U16" => distinct::u16(subject).await,
+                    "C8" => contention::c8(subject, &client).await,
+                    "C8p" if subject.on_redis() => processes::c8p(subject, &url, &client).await,
+                    "W1000" => contention::w1000(subject, &client).await,
+                    _ => continue,
+                };
+                row.cpu = before.per_op(&cpu.read(), row.acquisitions);
+                if workload == "C8p" {
+                    row.cpu.client = None; // spent in the child processes
+                }
+                measured.push(row);
+            }
+            let peer = measured
+                .iter()
+                .find(|r| r.subject == "rslock")
+                .map(|r| r.ops_per_sec);
+            for row in &mut measured {
+                row.vs_reference
+                    .push(row.ops_per_sec / reference.ops_per_sec);
+                if let (Some(peer), true) = (peer, row.subject.starts_with("lock-core")) {
+                    row.vs_peer.push(row.ops_per_sec / peer);
+                }
+            }
+            eprintln!(
+                "round {} {workload}: pair limit {:.0}/s, {}",
+                round + 1,
+                reference.ops_per_sec,
+                measured
+                    .iter()
+                    .map(|r| format!("{} {:.0}/s", r.subject, r.ops_per_sec))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            measured.insert(0, reference);
+            merge(&mut rows, measured);
+        }
+        if wanted("L") {
+            let reference = reference::pair_limit(&client).await;
+            for connections in [16, 1] {
+                let mut stacks = vec![Stack::Bare];
+                for subject in &order {
+                    if let Some(locker) = subject.locker() {
+                        stacks.push(Stack::Layered(locker, subject.label()));
+                    }
+                }
+                if round % 2 == 1 {
+                    stacks.reverse();
+                }
+                let mut measured = Vec::new();
+                for stack in stacks {
+                    measured.push(http::l(stack, connections).await);
+                }
+                let bare = measured
+                    .iter()
+                    .find(|r| r.subject == "bare route")
+                    .cloned()
+                    .expect("bare route measured");
+                for row in measured.iter_mut().filter(|r| r.subject != "bare route") {
+                    row.vs_peer.push(row.ops_per_sec / bare.ops_per_sec);
+                    if connections == 1 && row.subject.ends_with("redis") {
+                        // The pair is two round trips.
+                        let added = row.acquire.p50 - bare.acquire.p50;
+                        row.round_trips.push(2.0 * added / reference.acquire.p50);
+                    }
+                }
+                eprintln!(
+                    "round {} L c{connections}: {}",
+                    round + 1,
+                    measured
+                        .iter()
+                        .map(|r| format!("{} {:.0} req/s", r.subject, r.ops_per_sec))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                merge(&mut rows, measured);
             }
         }
     }
-    println!("{}", stats::table(&rows, rounds));
+    let mut memory_rows = Vec::new();
+    if wanted("memory") {
+        for subject in &subjects {
+            memory_rows.push(contention::state_memory(subject, &client).await);
+        }
+    }
+    report(&rows, &memory_rows, rounds);
+}
+
+/// Runs one measurement and adds its CPU per operation.
+async fn measure(cpu: &cpu::CpuClock, run: impl std::future::Future<Output = Row>) -> Row {
+    let before = cpu.read();
+    let mut row = run.await;
+    row.cpu = before.per_op(&cpu.read(), row.acquisitions);
+    row
+}
+
+/// Adds one round's rows to the table's.
+fn merge(rows: &mut Vec<Row>, measured: Vec<Row>) {
+    for row in measured {
+        match rows
+            .iter_mut()
+            .find(|r| r.workload == row.workload && r.subject == row.subject)
+        {
+            Some(existing) => existing.merge(row),
+            None => rows.push(row),
+        }
+    }
+}
+
+/// Prints the tables and writes them and the chart to `bench/results/`.
+fn report(rows: &[Row], memory_rows: &[memory::StateMemory], rounds: usize) {
+    let mut markdown = format!(
+        "Medians of per-round ratios over {rounds} interleaved rounds; each other figure from the round with the median ops/s.\n\n{}",
+        stats::table(rows)
+    );
+    if !memory_rows.is_empty() {
+        markdown.push_str(
+            "\nState memory (1000 waiters on one held key; 1000 locks held on distinct keys):\n\n",
+        );
+        markdown.push_str(&memory::table(memory_rows));
+    }
+    println!("{markdown}");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results");
+    if let Err(err) =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("table.md"), &markdown))
+    {
+        eprintln!("could not write {}: {err}", dir.display());
+    }
+    match chart::draw(rows, &dir.join("chart.png")) {
+        Ok(()) => eprintln!("wrote {}", dir.join("chart.png").display()),
+        Err(err) => eprintln!("no chart: {err}"),
+    }
 }
