@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -217,10 +218,18 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            runtime.spawn(async move {
+            let mut release = Box::pin(async move {
                 let _ = lease.release_in_store().await;
                 lease.free_slot();
             });
+            // One poll here sends the request at once and, on a store that
+            // answers in place (memory), finishes without a task. A spawned
+            // task is always polled, so a wake-up sent to the no-op waker
+            // meanwhile is not lost.
+            let mut cx = Context::from_waker(Waker::noop());
+            if release.as_mut().poll(&mut cx).is_pending() {
+                runtime.spawn(release);
+            }
         }
         Err(_) => {
             tracing::warn!(key = %lease.keys.user, "guard dropped outside a Tokio runtime; the lease ends at its TTL");

@@ -131,6 +131,8 @@ impl LeaseState {
         let outcome = self.backend.release(&self.keys, &self.owner).await;
         tracing::debug!(key = %self.keys.user, token = %self.token, ?outcome, "lock released");
         match &outcome {
+            // A lost lease was counted as lost; removing it is cleanup.
+            Ok(_) if matches!(self.status(), Status::Lost(_)) => {}
             Ok(_) => crate::telemetry::released(),
             Err(_) => crate::telemetry::store_error(crate::error::Operation::Release),
         }

@@ -10,7 +10,9 @@
 //! | `lock_released_total` | counter | |
 //! | `lock_store_errors_total` | counter | `op` |
 //!
-//! Keys are not labels: their number is unbounded.
+//! Every acquisition ends once as released or lost: `lock_acquired_total`
+//! = `lock_released_total` + `lock_lost_total` + locks held now. Keys are
+//! not labels: their number is unbounded.
 
 use std::time::Duration;
 

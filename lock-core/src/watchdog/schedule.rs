@@ -28,7 +28,7 @@ pub(crate) struct Watchdogs {
 /// Due watchdog starts of one runtime, served by its runner task.
 #[derive(Default)]
 struct Timetable {
-    entries: Mutex<BTreeMap<(Instant, u64), Entry>>,
+    table: Mutex<Table>,
     next_seq: AtomicU64,
     /// A new entry became the earliest.
     changed: Notify,
@@ -36,6 +36,15 @@ struct Timetable {
     running: AtomicBool,
     /// The Locker is gone: the runner ends once the timetable is empty.
     orphaned: AtomicBool,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: BTreeMap<(Instant, u64), Entry>,
+    /// When the runner wakes next on its own (`None`: only when told).
+    /// An entry due later needs no wake-up: locks taken and released
+    /// within a third of their ttl never wake the runner.
+    runner_wakes_at: Option<Instant>,
 }
 
 struct Entry {
@@ -66,7 +75,7 @@ impl WatchdogHandle {
         match state {
             State::Scheduled(timetable, key) => {
                 if let Some(timetable) = timetable.upgrade() {
-                    timetable.lock().remove(&key);
+                    timetable.lock().entries.remove(&key);
                 }
             }
             State::Running(task) => task.abort(),
@@ -93,9 +102,9 @@ impl Watchdogs {
             Arc::downgrade(&timetable),
             key,
         )));
-        let earliest = {
-            let mut entries = timetable.lock();
-            entries.insert(
+        let wake_runner = {
+            let mut table = timetable.lock();
+            table.entries.insert(
                 key,
                 Entry {
                     lease,
@@ -103,9 +112,13 @@ impl Watchdogs {
                     control: Arc::clone(&control),
                 },
             );
-            entries.keys().next() == Some(&key)
+            let sooner = table.runner_wakes_at.is_none_or(|at| first_due < at);
+            if sooner {
+                table.runner_wakes_at = Some(first_due);
+            }
+            sooner
         };
-        if earliest {
+        if wake_runner {
             timetable.changed.notify_one();
         }
         WatchdogHandle(control)
@@ -148,22 +161,24 @@ impl Drop for Watchdogs {
 }
 
 impl Timetable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(Instant, u64), Entry>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes the entries due by now.
+    /// Takes the entries due by now and notes when the runner wakes next.
     fn take_due(&self) -> (Vec<Entry>, Option<Instant>) {
         let now = Instant::now();
-        let mut entries = self.lock();
+        let mut table = self.lock();
         let mut due = Vec::new();
-        while let Some(first) = entries.first_entry() {
+        while let Some(first) = table.entries.first_entry() {
             if first.key().0 > now {
                 break;
             }
             due.push(first.remove());
         }
-        (due, entries.keys().next().map(|(at, _)| *at))
+        let next = table.entries.keys().next().map(|(at, _)| *at);
+        table.runner_wakes_at = next;
+        (due, next)
     }
 }
 
@@ -215,7 +230,7 @@ mod tests {
         /// Entries waiting in every timetable.
         fn scheduled(&self) -> usize {
             let timetables = self.timetables.lock().unwrap();
-            timetables.iter().map(|(_, t)| t.lock().len()).sum()
+            timetables.iter().map(|(_, t)| t.lock().entries.len()).sum()
         }
 
         fn runners(&self) -> Vec<Arc<Timetable>> {
