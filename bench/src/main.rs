@@ -158,7 +158,7 @@ async fn main() {
                 }
                 let mut measured = Vec::new();
                 for stack in stacks {
-                    measured.push(http::l(stack, connections).await);
+                    measured.push(measure(&cpu, http::l(stack, connections)).await);
                 }
                 let bare = measured
                     .iter()
