@@ -42,14 +42,16 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<(), Box<dyn Error>> {
         rows,
         &THROUGHPUT,
         "acquisitions/s (log scale, higher is better)",
-        |r| Some(r.ops_per_sec),
+        true,
+        |r: &Row| Some(r.ops_per_sec),
     )?;
     panel(
         &right,
         rows,
         &WAIT,
-        "wait p99, ms (log scale, lower is better)",
-        |r| r.wait.as_ref().map(|w| w.p99 / 1000.0),
+        "wait p99 under contention, ms (log scale, lower is better)",
+        false,
+        |r: &Row| r.wait.as_ref().map(|w| w.p99 / 1000.0),
     )?;
     root.present()?;
     Ok(())
@@ -61,6 +63,7 @@ fn panel<DB: DrawingBackend>(
     rows: &[Row],
     workloads: &[&str],
     caption: &str,
+    legend: bool,
     value: impl Fn(&Row) -> Option<f64>,
 ) -> Result<(), Box<dyn Error>>
 where
@@ -73,9 +76,14 @@ where
             SUBJECTS.iter().enumerate().filter_map({
                 let value = &value;
                 move |(s, (subject, _))| {
+                    // The pair limit is U1's reference.
+                    let wanted = match (*workload, s) {
+                        ("U1", 0) => "reference",
+                        _ => workload,
+                    };
                     let row = rows
                         .iter()
-                        .find(|r| r.workload == *workload && r.subject == *subject)?;
+                        .find(|r| r.workload == wanted && r.subject == *subject)?;
                     value(row.representative()).map(|v| (w, s, v))
                 }
             })
@@ -89,15 +97,19 @@ where
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..workloads.len() as f64, (min..max).log_scale())?;
+        // Group i is centred on x = i, where its label goes.
+        .build_cartesian_2d(
+            -0.5f64..workloads.len() as f64 - 0.5,
+            (min..max).log_scale(),
+        )?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(workloads.len() * 2)
+        .x_labels(workloads.len())
         .x_label_formatter(&|x| {
-            let index = x.floor() as usize;
-            if (x.fract() - 0.5).abs() < 1e-6 && index < workloads.len() {
-                workloads[index].to_owned()
+            let index = x.round();
+            if (x - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < workloads.len() {
+                workloads[index as usize].to_owned()
             } else {
                 String::new()
             }
@@ -115,15 +127,18 @@ where
         let mine: Vec<_> = bars.iter().filter(|b| b.1 == s).collect();
         chart
             .draw_series(mine.iter().map(|(w, _, v)| {
-                let x0 = *w as f64 + 0.1 + width * s as f64;
+                let x0 = *w as f64 - 0.4 + width * s as f64;
                 Rectangle::new([(x0, min), (x0 + width * 0.9, *v)], colour.filled())
             }))?
             .label(*subject)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.filled()));
     }
+    if !legend {
+        return Ok(());
+    }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::UpperMiddle)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
