@@ -27,19 +27,9 @@ pub struct CpuPerOp {
 impl CpuClock {
     /// Finds the server's process through `INFO server`.
     pub async fn new(client: &redis::Client) -> CpuClock {
-        let mut conn = client
-            .get_multiplexed_async_connection()
+        let server = crate::workloads::info_field(client, "server", "process_id")
             .await
-            .expect("admin connection");
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await
-            .expect("INFO server");
-        let server = info
-            .lines()
-            .find_map(|line| line.strip_prefix("process_id:"))
-            .map(|pid| PathBuf::from(format!("/proc/{}/schedstat", pid.trim())))
+            .map(|pid| PathBuf::from(format!("/proc/{pid}/schedstat")))
             .filter(|path| path.exists());
         CpuClock { server }
     }

@@ -180,18 +180,9 @@ pub async fn w1000(subject: &Subject, client: &redis::Client) -> Row {
 
 /// Redis `used_memory`.
 async fn redis_used_memory(client: &redis::Client) -> isize {
-    let mut conn = client
-        .get_multiplexed_async_connection()
+    super::info_field(client, "memory", "used_memory")
         .await
-        .expect("admin connection");
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO memory");
-    info.lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.parse().ok())
         .expect("used_memory in INFO")
 }
 

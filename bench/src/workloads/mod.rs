@@ -62,3 +62,20 @@ pub async fn per_acquisition(count: Option<CommandCount>, acquisitions: u64) -> 
         None => None,
     }
 }
+
+/// One field of an `INFO` section of the server of `client`.
+pub async fn info_field(client: &redis::Client, section: &str, field: &str) -> Option<String> {
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("admin connection");
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map(|value| value.trim().to_owned())
+}
