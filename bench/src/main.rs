@@ -57,21 +57,13 @@ async fn main() {
         return;
     }
     let rounds: usize = args.first().and_then(|r| r.parse().ok()).unwrap_or(5);
-    let only: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1))
-        .map(|list| list.split(',').map(str::to_owned).collect());
+    let only = list_option(&args, "--only");
     let wanted = |workload: &str| {
         only.as_ref()
             .is_none_or(|o| o.iter().any(|w| w == workload))
     };
     // `--subjects redis,rslock`: only subjects whose label contains one of these.
-    let subjects_wanted: Option<Vec<String>> = args
-        .iter()
-        .position(|a| a == "--subjects")
-        .and_then(|i| args.get(i + 1))
-        .map(|list| list.split(',').map(str::to_owned).collect());
+    let subjects_wanted = list_option(&args, "--subjects");
 
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
@@ -131,16 +123,7 @@ async fn main() {
                     row.vs_peer.push(row.ops_per_sec / peer);
                 }
             }
-            eprintln!(
-                "round {} {workload}: pair limit {:.0}/s, {}",
-                round + 1,
-                reference.ops_per_sec,
-                measured
-                    .iter()
-                    .map(|r| format!("{} {:.0}/s", r.subject, r.ops_per_sec))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            progress(round, workload, Some(&reference), &measured);
             measured.insert(0, reference);
             merge(&mut rows, measured);
         }
@@ -173,15 +156,7 @@ async fn main() {
                         row.round_trips.push(2.0 * added / reference.acquire.p50);
                     }
                 }
-                eprintln!(
-                    "round {} L c{connections}: {}",
-                    round + 1,
-                    measured
-                        .iter()
-                        .map(|r| format!("{} {:.0} req/s", r.subject, r.ops_per_sec))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                progress(round, &format!("L c{connections}"), None, &measured);
                 merge(&mut rows, measured);
             }
         }
@@ -193,6 +168,29 @@ async fn main() {
         }
     }
     report(&rows, &memory_rows, rounds);
+}
+
+/// The values of `name a,b,c` on the command line, if given.
+fn list_option(args: &[String], name: &str) -> Option<Vec<String>> {
+    let at = args.iter().position(|a| a == name)?;
+    let list = args.get(at + 1)?;
+    Some(list.split(',').map(str::to_owned).collect())
+}
+
+/// One line on stderr per workload and round.
+fn progress(round: usize, workload: &str, reference: Option<&Row>, measured: &[Row]) {
+    let reference = reference.map_or(String::new(), |r| {
+        format!("pair limit {:.0}/s, ", r.ops_per_sec)
+    });
+    let rows: Vec<String> = measured
+        .iter()
+        .map(|r| format!("{} {:.0}/s", r.subject, r.ops_per_sec))
+        .collect();
+    eprintln!(
+        "round {} {workload}: {reference}{}",
+        round + 1,
+        rows.join(", ")
+    );
 }
 
 /// Runs one measurement and adds its CPU per operation.

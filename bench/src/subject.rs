@@ -25,12 +25,15 @@ pub enum Held {
     Rslock(LockManager, rslock::Lock),
 }
 
+/// lock-core's settings for every run: `TTL`, and a wait no run reaches.
+fn builder() -> lock_core::LockerBuilder {
+    Locker::builder().ttl(TTL).wait(Duration::from_secs(120))
+}
+
 impl Subject {
-    /// lock-core on Redis at `url`, with `TTL` and a wait no run reaches.
+    /// lock-core on Redis at `url`.
     pub async fn core_redis(url: &str) -> Subject {
-        let locker = Locker::builder()
-            .ttl(TTL)
-            .wait(Duration::from_secs(120))
+        let locker = builder()
             .redis(url)
             .await
             .expect("lock-core connects to the bench server");
@@ -42,11 +45,7 @@ impl Subject {
 
     /// lock-core on the in-process memory backend.
     pub fn core_memory() -> Subject {
-        let locker = Locker::builder()
-            .ttl(TTL)
-            .wait(Duration::from_secs(120))
-            .memory()
-            .expect("memory backend");
+        let locker = builder().memory().expect("memory backend");
         Subject::Core {
             locker,
             label: "lock-core memory",

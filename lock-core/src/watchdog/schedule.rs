@@ -132,11 +132,12 @@ impl Watchdogs {
             .timetables
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        // Runtimes that shut down took their runners with them.
-        timetables.retain(|(_, t)| t.running.load(Ordering::Acquire));
         if let Some((_, timetable)) = timetables.iter().find(|(i, _)| *i == id) {
             return Arc::clone(timetable);
         }
+        // A new runtime: forget those that shut down (their runners went
+        // with them) before adding it.
+        timetables.retain(|(_, t)| t.running.load(Ordering::Acquire));
         let timetable = Arc::new(Timetable {
             running: AtomicBool::new(true),
             ..Timetable::default()
