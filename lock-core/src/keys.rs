@@ -3,8 +3,8 @@
 //! A user key such as `order:42` becomes, under namespace `lock`:
 //!
 //! ```text
-//! lock:{order:42}:lease      owner value of the current lease (PX ttl)
-//! lock:{order:42}:fence      newest token minted (expires once the clock passes it)
+//! lock:{order:42}:lease      `<owner>|<token>` of the current lease (PX ttl)
+//! lock:{order:42}:fence      newest token, only while it is ahead of the server clock
 //! lock:{order:42}:released   pub/sub channel, one message per release
 //! ```
 //!
@@ -27,9 +27,10 @@ pub const MAX_NAMESPACE_LEN: usize = 64;
 pub struct StoredKeys {
     /// The user key, as given.
     pub user: String,
-    /// The lease key (holds the owner value).
+    /// The lease key (holds the owner value and its token).
     pub lease: String,
-    /// The token record (holds the newest token).
+    /// The token record: the newest token, kept only while it is ahead of
+    /// the server clock.
     pub fence: String,
     /// The channel a release is published on.
     pub channel: String,

@@ -151,10 +151,45 @@ async fn no_token_bookkeeping_is_left_behind() {
         .unwrap();
     let _ = expired.lost().await;
     let mut conn = server.connection().await;
-    // Expired leases take their token record along within a millisecond.
+    // An expired lease takes its token along; nothing waits for the clock.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let keys = all_keys(&mut conn).await;
     assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+/// A token record ahead of the server clock (tokens minted faster than the
+/// clock, or a clock stepped back) is honoured, and carried on past a lease
+/// that expires or is released while its token still leads the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let keys = locker.stored_keys("ahead").unwrap();
+    let mut conn = server.connection().await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let lead = secs * 1_000_000 + micros + 3_000_000;
+    let _: () = conn.set_ex(&keys.fence, lead, 4).await.unwrap();
+    let short = |locker: &Locker| {
+        locker
+            .lock("ahead")
+            .ttl(Duration::from_millis(100))
+            .watchdog(false)
+    };
+    let first = short(&locker).await.unwrap();
+    assert!(first.token().get() > lead, "{} <= {lead}", first.token());
+    // The lease expires 3 s before the clock reaches its token.
+    let lost = first.lost().await;
+    assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
+    let second = short(&locker).await.unwrap();
+    let second_token = second.token();
+    assert!(second_token > first.token());
+    second.release().await.unwrap();
+    let third = short(&locker).await.unwrap();
+    assert!(third.token() > second_token);
+    third.release().await.unwrap();
+    // The record lives only until the clock passes the newest token.
+    let pttl: i64 = conn.pttl(&keys.fence).await.unwrap();
+    assert!((1..=3_100).contains(&pttl), "token record PTTL {pttl} ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
