@@ -87,7 +87,7 @@ impl LockGuard {
 
     /// The user key, as given to [`Locker::lock`](crate::Locker::lock).
     pub fn key(&self) -> &str {
-        &self.lease.keys.user
+        self.lease.keys.user()
     }
 
     /// Whether this guard took the lease itself (`false` for a reentrant
@@ -188,7 +188,7 @@ impl LockGuard {
             (None, Ok(true)) => Ok(()),
             (None, Ok(false)) => Err(lease.lost_error(LossReason::OwnerChanged)),
             (None, Err(err)) => Err(LockError::unavailable(
-                &lease.keys.user,
+                lease.keys.user(),
                 Operation::Release,
                 err,
             )),
@@ -232,7 +232,7 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
             }
         }
         Err(_) => {
-            tracing::warn!(key = %lease.keys.user, "guard dropped outside a Tokio runtime; the lease ends at its TTL");
+            tracing::warn!(key = %lease.keys.user(), "guard dropped outside a Tokio runtime; the lease ends at its TTL");
             lease.free_slot();
         }
     }
@@ -241,7 +241,7 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("key", &self.lease.keys.user)
+            .field("key", &self.lease.keys.user())
             .field("token", &self.lease.token)
             .field("held", &self.is_held())
             .field("reentrant", &self.is_reentrant())

@@ -43,7 +43,7 @@ impl Lease {
 
     /// The user key.
     pub fn key(&self) -> &str {
-        &self.state.keys.user
+        self.state.keys.user()
     }
 
     /// The fencing token of this acquisition.

@@ -23,31 +23,65 @@ pub const MAX_KEY_LEN: usize = 512;
 pub const MAX_NAMESPACE_LEN: usize = 64;
 
 /// The stored names of one lock in the store.
+///
+/// All four names live in one buffer, so laying them out costs a single
+/// allocation on every lock.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoredKeys {
-    /// The user key, as given.
-    pub user: String,
-    /// The lease key (holds the owner value and its token).
-    pub lease: String,
-    /// The token record: the newest token, kept only while it is ahead of
-    /// the server clock.
-    pub fence: String,
-    /// The channel a release is published on.
-    pub channel: String,
+    /// `user`, then the lease key, the token record and the channel.
+    names: String,
+    /// Where the lease key, the token record and the channel end.
+    ends: [usize; 4],
 }
 
 impl StoredKeys {
     /// Validates `user` and lays out its stored keys under `namespace`.
     pub fn new(namespace: &str, user: &str) -> Result<Self, LockError> {
         validate(user)?;
-        let base = format!("{namespace}:{{{}}}", escape(user));
-        Ok(StoredKeys {
-            user: user.to_owned(),
-            lease: format!("{base}:lease"),
-            fence: format!("{base}:fence"),
-            channel: format!("{base}:released"),
-        })
+        const SUFFIXES: [&str; 3] = [":lease", ":fence", ":released"];
+        let escaped_len: usize = user.bytes().map(|b| if is_plain(b) { 1 } else { 3 }).sum();
+        let base_len = namespace.len() + 3 + escaped_len;
+        let suffixes_len: usize = SUFFIXES.iter().map(|s| s.len()).sum();
+        let mut names = String::with_capacity(user.len() + 3 * base_len + suffixes_len);
+        names.push_str(user);
+        let mut ends = [names.len(); 4];
+        for (end, suffix) in ends[1..].iter_mut().zip(SUFFIXES) {
+            names.push_str(namespace);
+            names.push_str(":{");
+            escape_into(&mut names, user);
+            names.push('}');
+            names.push_str(suffix);
+            *end = names.len();
+        }
+        Ok(StoredKeys { names, ends })
     }
+
+    /// The user key, as given.
+    pub fn user(&self) -> &str {
+        &self.names[..self.ends[0]]
+    }
+
+    /// The lease key (holds `<owner>|<token>`).
+    pub fn lease(&self) -> &str {
+        &self.names[self.ends[0]..self.ends[1]]
+    }
+
+    /// The token record: the newest token, kept only while it is ahead of
+    /// the server clock.
+    pub fn fence(&self) -> &str {
+        &self.names[self.ends[1]..self.ends[2]]
+    }
+
+    /// The channel a release is published on.
+    pub fn channel(&self) -> &str {
+        &self.names[self.ends[2]..self.ends[3]]
+    }
+}
+
+/// Checks a user key without laying out its stored names: what
+/// [`StoredKeys::new`] refuses, this refuses with the same error.
+pub(crate) fn check(user: &str) -> Result<(), LockError> {
+    validate(user)
 }
 
 fn validate(user: &str) -> Result<(), LockError> {
@@ -94,18 +128,19 @@ fn is_plain(byte: u8) -> bool {
         )
 }
 
-/// Percent-escapes every byte that is not plain (including `%` itself).
-fn escape(user: &str) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(user.len());
+/// Appends `user` to `out`, percent-escaping every byte that is not plain
+/// (including `%` itself).
+fn escape_into(out: &mut String, user: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in user.bytes() {
         if is_plain(byte) {
             out.push(byte as char);
         } else {
-            let _ = write!(out, "%{byte:02X}");
+            out.push('%');
+            out.push(HEX[usize::from(byte >> 4)] as char);
+            out.push(HEX[usize::from(byte & 0xF)] as char);
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -115,25 +150,27 @@ mod tests {
     #[test]
     fn plain_keys_stay_readable() {
         let keys = StoredKeys::new("lock", "order:42").unwrap();
-        assert_eq!(keys.lease, "lock:{order:42}:lease");
-        assert_eq!(keys.fence, "lock:{order:42}:fence");
-        assert_eq!(keys.channel, "lock:{order:42}:released");
+        assert_eq!(keys.user(), "order:42");
+        assert_eq!(keys.lease(), "lock:{order:42}:lease");
+        assert_eq!(keys.fence(), "lock:{order:42}:fence");
+        assert_eq!(keys.channel(), "lock:{order:42}:released");
     }
 
     #[test]
     fn hostile_bytes_are_escaped() {
         let keys = StoredKeys::new("lock", "a{b}*?[x]\\\r\n\0%").unwrap();
         assert_eq!(
-            keys.lease,
+            keys.lease(),
             "lock:{a%7Bb%7D%2A%3F%5Bx%5D%5C%0D%0A%00%25}:lease"
         );
+        assert_eq!(keys.user(), "a{b}*?[x]\\\r\n\0%");
     }
 
     #[test]
     fn escaping_is_injective_on_near_misses() {
         let a = StoredKeys::new("lock", "%7B").unwrap();
         let b = StoredKeys::new("lock", "{").unwrap();
-        assert_ne!(a.lease, b.lease);
+        assert_ne!(a.lease(), b.lease());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
@@ -29,7 +29,9 @@ pub(crate) struct LeaseState {
     pub(crate) ttl: Duration,
     pub(crate) backend: Arc<dyn Backend>,
     deadline: Mutex<Instant>,
-    status: watch::Sender<Status>,
+    status: Mutex<Status>,
+    /// Told when the lease is lost (`lost()` futures wait on it).
+    loss: Notify,
     slot: Mutex<Option<LocalSlot>>,
 }
 
@@ -66,7 +68,8 @@ impl LeaseState {
             ttl: parts.ttl,
             backend: parts.backend,
             deadline: Mutex::new(parts.deadline),
-            status: watch::channel(Status::Held).0,
+            status: Mutex::new(Status::Held),
+            loss: Notify::new(),
             slot: Mutex::new(parts.slot),
         })
     }
@@ -81,7 +84,7 @@ impl LeaseState {
     }
 
     pub(crate) fn status(&self) -> Status {
-        *self.status.borrow()
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Held and within the local deadline. Reads the clock, so a holder that
@@ -93,16 +96,9 @@ impl LeaseState {
     /// Records the loss once, tells every `lost()` waiter, and frees the
     /// process-local slot (another task may now contend at the store).
     pub(crate) fn mark_lost(&self, reason: LossReason) {
-        let changed = self.status.send_if_modified(|status| {
-            if *status == Status::Held {
-                *status = Status::Lost(reason);
-                true
-            } else {
-                false
-            }
-        });
-        if changed {
-            tracing::warn!(key = %self.keys.user, token = %self.token, %reason, "lock lease lost");
+        if self.leave_held(Status::Lost(reason)) {
+            self.loss.notify_waiters();
+            tracing::warn!(key = %self.keys.user(), token = %self.token, %reason, "lock lease lost");
             crate::telemetry::lost(reason);
             self.free_slot();
         }
@@ -129,7 +125,7 @@ impl LeaseState {
     /// owner's), logging and counting the outcome.
     pub(crate) async fn release_in_store(&self) -> Result<bool, crate::error::StoreError> {
         let outcome = self.backend.release(&self.keys, &self.owner).await;
-        tracing::debug!(key = %self.keys.user, token = %self.token, ?outcome, "lock released");
+        tracing::debug!(key = %self.keys.user(), token = %self.token, ?outcome, "lock released");
         match &outcome {
             // A lost lease was counted as lost; removing it is cleanup.
             Ok(_) if matches!(self.status(), Status::Lost(_)) => {}
@@ -141,14 +137,17 @@ impl LeaseState {
 
     /// Records a release (so `lost()` never fires for it).
     pub(crate) fn mark_released(&self) {
-        self.status.send_if_modified(|status| {
-            if *status == Status::Held {
-                *status = Status::Released;
-                true
-            } else {
-                false
-            }
-        });
+        self.leave_held(Status::Released);
+    }
+
+    /// Moves a held lease to `next`; false if it had already left `Held`.
+    fn leave_held(&self, next: Status) -> bool {
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = *status == Status::Held;
+        if held {
+            *status = next;
+        }
+        held
     }
 
     pub(crate) fn free_slot(&self) {
@@ -163,7 +162,7 @@ impl LeaseState {
     /// The error a holder of this lease gets once it is lost.
     pub(crate) fn lost_error(&self, reason: LossReason) -> LockError {
         LockError::Lost {
-            key: LockError::shown(&self.keys.user),
+            key: LockError::shown(self.keys.user()),
             token: self.token,
             reason,
         }
@@ -171,28 +170,25 @@ impl LeaseState {
 
     /// Resolves with the loss error when the lease is lost (also if the
     /// guard is gone by the time it is polled); never resolves if it is
-    /// released instead.
+    /// released instead. Costs no allocation: most leases are released, and
+    /// a layer watches every one of them.
     pub(crate) fn lost(
         self: &Arc<Self>,
     ) -> impl std::future::Future<Output = LockError> + Send + 'static {
-        let mut status = self.status.subscribe();
-        let (key, token) = (LockError::shown(&self.keys.user), self.token);
+        let lease = Arc::clone(self);
         async move {
-            let reason = loop {
-                if let Status::Lost(reason) = *status.borrow_and_update() {
-                    break reason;
+            loop {
+                let notified = lease.loss.notified();
+                let mut notified = std::pin::pin!(notified);
+                // Registered before the status is read: a loss in between
+                // still wakes this future.
+                notified.as_mut().enable();
+                match lease.status() {
+                    Status::Lost(reason) => return lease.lost_error(reason),
+                    Status::Released => std::future::pending::<()>().await,
+                    Status::Held => notified.await,
                 }
-                if status.changed().await.is_err() {
-                    // Gone: report a loss that is in the last value, else
-                    // it was released and never resolves.
-                    let last = *status.borrow();
-                    if let Status::Lost(reason) = last {
-                        break reason;
-                    }
-                    std::future::pending::<()>().await;
-                }
-            };
-            LockError::Lost { key, token, reason }
+            }
         }
     }
 }

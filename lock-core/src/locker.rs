@@ -159,6 +159,19 @@ impl Locker {
         self.inner.config.wait
     }
 
+    /// Checks `key` as a lock request would, without storing or allocating
+    /// anything: `Err(LockError::InvalidKey)` names the key and what to do.
+    /// For refusing bad input before other work (as `LockLayer` does).
+    ///
+    /// ```
+    /// let locker = lock_core::Locker::memory();
+    /// assert!(locker.check_key("order:42").is_ok());
+    /// assert!(locker.check_key("").is_err());
+    /// ```
+    pub fn check_key(&self, key: &str) -> Result<(), LockError> {
+        crate::keys::check(key)
+    }
+
     /// The stored key names of the lock on `key` (for inspection and tests).
     pub fn stored_keys(&self, key: &str) -> Result<crate::StoredKeys, LockError> {
         crate::StoredKeys::new(&self.inner.config.namespace, key)
@@ -168,7 +181,7 @@ impl Locker {
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
         match self.stored_keys(key) {
-            Ok(keys) => self.inner.queues.waiting(&keys.lease),
+            Ok(keys) => self.inner.queues.waiting(keys.lease()),
             Err(_) => 0,
         }
     }

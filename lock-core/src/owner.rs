@@ -23,10 +23,27 @@ static PROCESS: LazyLock<String> = LazyLock::new(|| {
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(1);
 
-/// A fresh owner value.
+/// A fresh owner value (one allocation; it is made on every lock).
 pub(crate) fn next() -> String {
     let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    format!("{}:{seq}", *PROCESS)
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = seq;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let process: &str = &PROCESS;
+    let mut owner = String::with_capacity(process.len() + 1 + digits.len() - start);
+    owner.push_str(process);
+    owner.push(':');
+    // ASCII digits only.
+    owner.extend(digits[start..].iter().map(|&d| char::from(d)));
+    owner
 }
 
 #[cfg(test)]
@@ -37,5 +54,7 @@ mod tests {
         let b = super::next();
         assert_ne!(a, b);
         assert_eq!(a.rsplit_once(':').unwrap().0, b.rsplit_once(':').unwrap().0);
+        let (sa, sb) = (a.rsplit_once(':').unwrap().1, b.rsplit_once(':').unwrap().1);
+        assert!(sb.parse::<u64>().unwrap() > sa.parse::<u64>().unwrap());
     }
 }

@@ -106,7 +106,7 @@ impl LockRequest {
     async fn run(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let keys = StoredKeys::new(&inner.config.namespace, &self.key)?;
-        if let Some(lease) = scope::held_by_task(inner.id, &keys.lease) {
+        if let Some(lease) = scope::held_by_task(inner.id, keys.lease()) {
             return match lease.status() {
                 crate::lease::Status::Lost(reason) => Err(lease.lost_error(reason)),
                 _ => Ok(LockGuard::reentrant(lease)),
@@ -115,9 +115,9 @@ impl LockRequest {
         let started = Instant::now();
         let deadline = started + self.wait;
         let slot = if self.wait.is_zero() {
-            inner.queues.try_enter(&keys.lease)
+            inner.queues.try_enter(keys.lease())
         } else {
-            inner.queues.enter(&keys.lease, deadline).await
+            inner.queues.enter(keys.lease(), deadline).await
         };
         let slot = slot.map_err(|no| match no {
             NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),

@@ -7,10 +7,11 @@
 //! the lease is released or lost.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 /// Why a task got no local slot.
@@ -24,16 +25,23 @@ pub(crate) enum NoSlot {
     Full,
 }
 
-/// The local lines of one Locker, by stored lease key.
+/// The local lines of one Locker, by stored lease key, spread over shards
+/// so that tasks on distinct keys seldom meet on one mutex.
 #[derive(Debug)]
 pub(crate) struct LocalQueues {
-    lines: Mutex<HashMap<String, Arc<Line>>>,
+    shards: Box<[Mutex<Lines>]>,
+    hasher: RandomState,
     max_waiters: usize,
 }
 
+type Lines = HashMap<Arc<str>, Arc<Line>>;
+
+const SHARDS: usize = 16;
+
 #[derive(Debug)]
 struct Line {
-    gate: Arc<Semaphore>,
+    /// One permit: the head-of-line slot.
+    gate: Semaphore,
     waiting: AtomicUsize,
 }
 
@@ -41,7 +49,7 @@ struct Line {
 #[derive(Debug)]
 struct Place {
     queues: Arc<LocalQueues>,
-    key: String,
+    key: Arc<str>,
     line: Arc<Line>,
 }
 
@@ -49,24 +57,27 @@ struct Place {
 /// lease is held.
 #[derive(Debug)]
 pub(crate) struct LocalSlot {
-    permit: Option<OwnedSemaphorePermit>,
-    _place: Place,
+    place: Place,
+}
+
+impl LocalSlot {
+    /// Takes the slot whose permit was just acquired and forgotten.
+    fn of(place: Place, permit: tokio::sync::SemaphorePermit<'_>) -> Self {
+        permit.forget();
+        LocalSlot { place }
+    }
 }
 
 impl Drop for LocalSlot {
     fn drop(&mut self) {
         // Hand the gate on before the place checks whether the line is empty.
-        self.permit.take();
+        self.place.line.gate.add_permits(1);
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut lines = self
-            .queues
-            .lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut lines = self.queues.lines(&self.key);
         // The map and this place are the only references: nobody else waits.
         if Arc::strong_count(&self.line) == 2 {
             lines.remove(&self.key);
@@ -86,36 +97,47 @@ impl Drop for Waiting<'_> {
 impl LocalQueues {
     pub(crate) fn new(max_waiters: usize) -> Arc<Self> {
         Arc::new(LocalQueues {
-            lines: Mutex::default(),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
             max_waiters,
         })
     }
 
+    /// The shard holding the line of `key`, locked.
+    fn lines(&self, key: &str) -> MutexGuard<'_, Lines> {
+        let shard = self.hasher.hash_one(key) as usize % self.shards.len();
+        self.shards[shard]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn place(self: &Arc<Self>, key: &str) -> Place {
-        let mut lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
-        let line = lines.entry(key.to_owned()).or_insert_with(|| {
-            Arc::new(Line {
-                gate: Arc::new(Semaphore::new(1)),
-                waiting: AtomicUsize::new(0),
-            })
-        });
+        let mut lines = self.lines(key);
+        let (key, line) = match lines.get_key_value(key) {
+            Some((key, line)) => (Arc::clone(key), Arc::clone(line)),
+            None => {
+                let key: Arc<str> = Arc::from(key);
+                let line = Arc::new(Line {
+                    gate: Semaphore::new(1),
+                    waiting: AtomicUsize::new(0),
+                });
+                lines.insert(Arc::clone(&key), Arc::clone(&line));
+                (key, line)
+            }
+        };
         Place {
             queues: Arc::clone(self),
-            key: key.to_owned(),
-            line: Arc::clone(line),
+            key,
+            line,
         }
     }
 
     /// Takes the slot for `key` now, or says it is busy.
     pub(crate) fn try_enter(self: &Arc<Self>, key: &str) -> Result<LocalSlot, NoSlot> {
         let place = self.place(key);
-        let permit = Arc::clone(&place.line.gate)
-            .try_acquire_owned()
-            .map_err(|_| NoSlot::Busy)?;
-        Ok(LocalSlot {
-            permit: Some(permit),
-            _place: place,
-        })
+        let line = Arc::clone(&place.line);
+        let permit = line.gate.try_acquire().map_err(|_| NoSlot::Busy)?;
+        Ok(LocalSlot::of(place, permit))
     }
 
     /// Waits in line (FIFO) for the slot for `key` until `deadline`.
@@ -128,25 +150,19 @@ impl LocalQueues {
         deadline: Instant,
     ) -> Result<LocalSlot, NoSlot> {
         let place = self.place(key);
-        let gate = Arc::clone(&place.line.gate);
-        if let Ok(permit) = Arc::clone(&gate).try_acquire_owned() {
-            return Ok(LocalSlot {
-                permit: Some(permit),
-                _place: place,
-            });
+        let line = Arc::clone(&place.line);
+        if let Ok(permit) = line.gate.try_acquire() {
+            return Ok(LocalSlot::of(place, permit));
         }
         if place.line.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiters {
             place.line.waiting.fetch_sub(1, Ordering::Relaxed);
             return Err(NoSlot::Full);
         }
-        let waiting = Waiting(&place.line.waiting);
-        let permit = tokio::time::timeout_at(deadline, gate.acquire_owned()).await;
+        let waiting = Waiting(&line.waiting);
+        let permit = tokio::time::timeout_at(deadline, line.gate.acquire()).await;
         drop(waiting);
         match permit {
-            Ok(Ok(permit)) => Ok(LocalSlot {
-                permit: Some(permit),
-                _place: place,
-            }),
+            Ok(Ok(permit)) => Ok(LocalSlot::of(place, permit)),
             // The semaphore is never closed; treat it like a timeout anyway.
             Ok(Err(_)) | Err(_) => Err(NoSlot::TimedOut),
         }
@@ -154,19 +170,17 @@ impl LocalQueues {
 
     /// Tasks waiting in line for `key` (not counting the head).
     pub(crate) fn waiting(&self, key: &str) -> usize {
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lines(key)
             .get(key)
             .map_or(0, |line| line.waiting.load(Ordering::Relaxed))
     }
 
     /// Lines currently open (keys held or awaited by this process).
     pub(crate) fn open_lines(&self) -> usize {
-        self.lines
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.shards
+            .iter()
+            .map(|lines| lines.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
     }
 }
 
@@ -191,11 +205,7 @@ mod tests {
                 drop(slot);
             }));
             // Let each task join the line before the next one.
-            while queues.lines.lock().unwrap()["k"]
-                .waiting
-                .load(Ordering::Relaxed)
-                <= i
-            {
+            while queues.lines("k")["k"].waiting.load(Ordering::Relaxed) <= i {
                 tokio::task::yield_now().await;
             }
         }
@@ -214,11 +224,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let q = Arc::clone(&queues);
         let waiter = tokio::spawn(async move { q.enter("k", deadline).await.map(drop) });
-        while queues.lines.lock().unwrap()["k"]
-            .waiting
-            .load(Ordering::Relaxed)
-            == 0
-        {
+        while queues.lines("k")["k"].waiting.load(Ordering::Relaxed) == 0 {
             tokio::task::yield_now().await;
         }
         assert_eq!(queues.enter("k", deadline).await.unwrap_err(), NoSlot::Full);

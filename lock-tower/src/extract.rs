@@ -7,6 +7,7 @@
 //! most [`MAX_VALUE_LEN`] bytes; the whole key then goes through
 //! lock-core's validation and escaping.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -189,6 +190,8 @@ impl<B> KeyExtractor<B> for KeyFrom {
 struct PathTemplate {
     source: String,
     segments: Vec<Segment>,
+    /// Number of capture segments.
+    captures: usize,
     key: Vec<KeyPiece>,
 }
 
@@ -267,6 +270,7 @@ impl PathTemplate {
         Ok(PathTemplate {
             source: path.to_owned(),
             segments,
+            captures: names.len(),
             key: pieces,
         })
     }
@@ -274,28 +278,38 @@ impl PathTemplate {
     /// `None` when the path does not match; else the key or why the values
     /// are unusable.
     fn key_for(&self, path: &str) -> Option<Result<String, String>> {
-        let parts: Vec<&str> = path.split('/').skip(1).collect();
-        if parts.len() != self.segments.len() {
+        // A path of another shape is not this route's, whatever it holds.
+        if path.split('/').skip(1).count() != self.segments.len() {
             return None;
         }
-        let mut captures = Vec::new();
-        for (segment, part) in self.segments.iter().zip(&parts) {
+        let mut parts = path.split('/').skip(1);
+        let mut captures: Vec<Cow<'_, str>> = Vec::with_capacity(self.captures);
+        for segment in &self.segments {
+            let part = parts.next()?;
             match segment {
                 Segment::Literal(literal) if literal == part => {}
                 Segment::Literal(_) => return None,
-                Segment::Capture(name) => {
-                    let decoded = match percent_decode_str(part).decode_utf8() {
-                        Ok(value) => bounded(&format!("path segment `{name}`"), value.into_owned()),
-                        Err(_) => Err(format!("path segment `{name}` is not UTF-8 once decoded")),
-                    };
-                    match decoded {
-                        Ok(value) => captures.push(value),
-                        Err(reason) => return Some(Err(reason)),
+                Segment::Capture(name) => match percent_decode_str(part).decode_utf8() {
+                    Ok(value) if value.is_empty() || value.len() > MAX_VALUE_LEN => {
+                        return Some(bounded(
+                            &format!("path segment `{name}`"),
+                            value.into_owned(),
+                        ));
                     }
-                }
+                    Ok(value) => captures.push(value),
+                    Err(_) => {
+                        return Some(Err(format!(
+                            "path segment `{name}` is not UTF-8 once decoded"
+                        )));
+                    }
+                },
             }
         }
-        let mut key = String::new();
+        let piece_len = |piece: &KeyPiece| match piece {
+            KeyPiece::Text(text) => text.len(),
+            KeyPiece::Capture(index) => captures[*index].len(),
+        };
+        let mut key = String::with_capacity(self.key.iter().map(piece_len).sum());
         for piece in &self.key {
             match piece {
                 KeyPiece::Text(text) => key.push_str(text),

@@ -74,7 +74,7 @@ impl TestStore {
             TestStore::Redis(server) => {
                 let mut conn = server.connection().await;
                 let removed: u64 = redis::cmd("DEL")
-                    .arg(&keys.lease)
+                    .arg(keys.lease())
                     .query_async(&mut conn)
                     .await
                     .expect("DEL");

@@ -2,6 +2,8 @@
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,14 +36,63 @@ use crate::token::FencingToken;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct MemoryBackend {
-    state: Arc<Mutex<State>>,
+    store: Arc<Store>,
+}
+
+/// Leases spread over shards by key, so tasks on distinct keys on
+/// different threads seldom meet on one mutex.
+#[derive(Debug)]
+struct Store {
+    shards: Box<[Mutex<State>]>,
+    hasher: RandomState,
+    last_token: AtomicU64,
+}
+
+const SHARDS: usize = 16;
+
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            last_token: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Store {
+    /// The shard of a lock (its lease, and its release channel).
+    fn shard_of(&self, keys: &StoredKeys) -> usize {
+        self.hasher.hash_one(keys.lease()) as usize % self.shards.len()
+    }
+
+    fn lock(&self, shard: usize) -> MutexGuard<'_, State> {
+        // The state stays consistent under a panic (every update is a
+        // single insert or remove), so a poisoned lock is still usable.
+        self.shards[shard]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mint(&self) -> FencingToken {
+        // Start from the wall clock like the Redis backend, so tokens of a
+        // fresh store are above those of an earlier one in the same process.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let next = |last: u64| (last + 1).max(now);
+        let last = self
+            .last_token
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(next(last)))
+            .unwrap_or_else(|last| last);
+        FencingToken::new(next(last))
+    }
 }
 
 #[derive(Debug, Default)]
 struct State {
     leases: HashMap<String, HeldLease>,
     channels: HashMap<String, Channel>,
-    last_token: u64,
     inserts_since_sweep: usize,
 }
 
@@ -69,20 +120,20 @@ impl MemoryBackend {
 
     /// Number of leases currently stored (held or expired but not yet swept).
     pub fn stored_leases(&self) -> usize {
-        self.lock_state().leases.len()
+        (0..self.store.shards.len())
+            .map(|shard| self.store.lock(shard).leases.len())
+            .sum()
     }
 
     /// Ends the lease on `keys` at once, as if it had expired or been
     /// taken away: for testing how code reacts to a lost lease (its holder
     /// sees it lost at the next renewal). Returns whether a lease was there.
     pub fn evict(&self, keys: &StoredKeys) -> bool {
-        self.lock_state().leases.remove(&keys.lease).is_some()
+        self.lock_state(keys).leases.remove(keys.lease()).is_some()
     }
 
-    fn lock_state(&self) -> MutexGuard<'_, State> {
-        // The state stays consistent under a panic (every update is a
-        // single insert or remove), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock_state(&self, keys: &StoredKeys) -> MutexGuard<'_, State> {
+        self.store.lock(self.store.shard_of(keys))
     }
 }
 
@@ -92,16 +143,6 @@ impl State {
             self.leases.remove(lease_key);
         }
         self.leases.get(lease_key)
-    }
-
-    fn mint(&mut self) -> FencingToken {
-        // Start from the wall clock like the Redis backend, so tokens of a
-        // fresh store are above those of an earlier one in the same process.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        self.last_token = (self.last_token + 1).max(now);
-        FencingToken::new(self.last_token)
     }
 
     fn sweep_if_due(&mut self, now: Instant) {
@@ -128,8 +169,8 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
         Box::pin(async move {
             let now = Instant::now();
-            let mut state = self.lock_state();
-            if let Some(held) = state.live(&keys.lease, now) {
+            let mut state = self.lock_state(keys);
+            if let Some(held) = state.live(keys.lease(), now) {
                 if held.owner == owner {
                     return Ok(Attempt::Acquired(held.token));
                 }
@@ -138,10 +179,10 @@ impl Backend for MemoryBackend {
                     remaining: Some(remaining),
                 });
             }
-            let token = state.mint();
+            let token = self.store.mint();
             state.sweep_if_due(now);
             state.leases.insert(
-                keys.lease.clone(),
+                keys.lease().to_owned(),
                 HeldLease {
                     owner: owner.to_owned(),
                     token,
@@ -160,9 +201,9 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let now = Instant::now();
-            let mut state = self.lock_state();
-            state.live(&keys.lease, now);
-            match state.leases.get_mut(&keys.lease) {
+            let mut state = self.lock_state(keys);
+            state.live(keys.lease(), now);
+            match state.leases.get_mut(keys.lease()) {
                 Some(lease) if lease.owner == owner => {
                     lease.expires = now + ttl;
                     Ok(true)
@@ -179,13 +220,13 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let now = Instant::now();
-            let mut state = self.lock_state();
+            let mut state = self.lock_state(keys);
             let ours = state
-                .live(&keys.lease, now)
+                .live(keys.lease(), now)
                 .is_some_and(|l| l.owner == owner);
             if ours {
-                state.leases.remove(&keys.lease);
-                state.publish(&keys.channel);
+                state.leases.remove(keys.lease());
+                state.publish(keys.channel());
             }
             Ok(ours)
         })
@@ -196,10 +237,11 @@ impl Backend for MemoryBackend {
         keys: &'a StoredKeys,
     ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
         Box::pin(async move {
-            let mut state = self.lock_state();
+            let shard = self.store.shard_of(keys);
+            let mut state = self.store.lock(shard);
             let channel = state
                 .channels
-                .entry(keys.channel.clone())
+                .entry(keys.channel().to_owned())
                 .or_insert_with(|| Channel {
                     releases: watch::channel(0).0,
                     subscribers: 0,
@@ -207,8 +249,9 @@ impl Backend for MemoryBackend {
             channel.subscribers += 1;
             let releases = channel.releases.subscribe();
             let registration = Registration {
-                state: Arc::downgrade(&self.state),
-                channel: keys.channel.clone(),
+                store: Arc::downgrade(&self.store),
+                shard,
+                channel: keys.channel().to_owned(),
             };
             Ok(ReleaseSignal::new(releases, registration))
         })
@@ -221,16 +264,17 @@ impl Backend for MemoryBackend {
 
 /// Removes a channel when its last subscriber goes.
 struct Registration {
-    state: Weak<Mutex<State>>,
+    store: Weak<Store>,
+    shard: usize,
     channel: String,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let Some(state) = self.state.upgrade() else {
+        let Some(store) = self.store.upgrade() else {
             return;
         };
-        let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = store.lock(self.shard);
         if let Some(ch) = state.channels.get_mut(&self.channel) {
             ch.subscribers -= 1;
             if ch.subscribers == 0 {

@@ -79,7 +79,7 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
             Some(Ok(true)) => {
                 lease.extend(deadline_after(sent, lease.ttl));
                 next = sent + interval;
-                tracing::trace!(key = %lease.keys.user, token = %lease.token, "lease renewed");
+                tracing::trace!(key = %lease.keys.user(), token = %lease.token, "lease renewed");
             }
             Some(Ok(false)) => {
                 lease.mark_lost(LossReason::OwnerChanged);
@@ -87,7 +87,7 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
             }
             Some(Err(err)) => {
                 crate::telemetry::store_error(crate::error::Operation::Renew);
-                tracing::debug!(key = %lease.keys.user, token = %lease.token, error = %err, "renewal failed; retrying");
+                tracing::debug!(key = %lease.keys.user(), token = %lease.token, error = %err, "renewal failed; retrying");
                 next = Instant::now() + retry_delay(interval);
             }
         }

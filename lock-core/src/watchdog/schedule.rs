@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use tokio::runtime::{Handle as RuntimeHandle, Id};
 use tokio::sync::Notify;
@@ -45,6 +46,11 @@ struct Table {
     /// An entry due later needs no wake-up: locks taken and released
     /// within a third of their ttl never wake the runner.
     runner_wakes_at: Option<Instant>,
+    /// The shortest time from entering to coming due seen so far. With an
+    /// empty table the runner still wakes that far ahead, so a lock taken
+    /// and released before the runner ran does not cost a wake-up of the
+    /// next one (which, on an idle worker thread, is a futex wake).
+    shortest_lead: Option<Duration>,
 }
 
 struct Entry {
@@ -112,6 +118,8 @@ impl Watchdogs {
                     control: Arc::clone(&control),
                 },
             );
+            let lead = first_due.saturating_duration_since(Instant::now());
+            table.shortest_lead = Some(table.shortest_lead.map_or(lead, |l| l.min(lead)));
             let sooner = table.runner_wakes_at.is_none_or(|at| first_due < at);
             if sooner {
                 table.runner_wakes_at = Some(first_due);
@@ -166,7 +174,8 @@ impl Timetable {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes the entries due by now and notes when the runner wakes next.
+    /// Takes the entries due by now and notes when the runner wakes next
+    /// (`None`: only when told).
     fn take_due(&self) -> (Vec<Entry>, Option<Instant>) {
         let now = Instant::now();
         let mut table = self.lock();
@@ -177,7 +186,11 @@ impl Timetable {
             }
             due.push(first.remove());
         }
-        let next = table.entries.keys().next().map(|(at, _)| *at);
+        let next = match table.entries.keys().next() {
+            Some((at, _)) => Some(*at),
+            None if self.orphaned.load(Ordering::Acquire) => None,
+            None => table.shortest_lead.map(|lead| now + lead),
+        };
         table.runner_wakes_at = next;
         (due, next)
     }
@@ -210,13 +223,13 @@ async fn run(timetable: Arc<Timetable>) {
         }
         match next {
             None if timetable.orphaned.load(Ordering::Acquire) => return,
+            None => timetable.changed.notified().await,
             Some(at) => {
                 tokio::select! {
                     _ = sleep_until(at) => {}
                     _ = timetable.changed.notified() => {}
                 }
             }
-            None => timetable.changed.notified().await,
         }
     }
 }

@@ -81,7 +81,7 @@ where
             }
         };
         // Bad keys are answered at once, without a store round trip.
-        if let Err(LockError::InvalidKey { reason, .. }) = self.locker.stored_keys(&key) {
+        if let Err(LockError::InvalidKey { reason, .. }) = self.locker.check_key(&key) {
             let answer = self.reject.reject(Rejection::InvalidKey { reason }, grpc);
             return ResponseFuture::ready(answer.map(LockBody::full));
         }

@@ -138,7 +138,7 @@ async fn s03_reply_in_flight_past_the_lease() {
     let mut first: Option<u64> = None;
     for _ in 0..500 {
         let lease: Option<String> = redis::cmd("GET")
-            .arg(&keys.lease)
+            .arg(keys.lease())
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -346,7 +346,7 @@ async fn s07_delayed_renewal_and_release_touch_nothing() {
     let mut conn = lock.connection().await;
     let keys = direct.stored_keys("delayed").unwrap();
     let pttl: i64 = redis::cmd("PTTL")
-        .arg(&keys.lease)
+        .arg(keys.lease())
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -575,14 +575,14 @@ proptest! {
         let kb = locker.stored_keys(&b).unwrap();
         let tag = |name: &str| name.split_once('{').unwrap().1.split_once('}').unwrap().0.to_owned();
         let bound = "lock:{}:released".len() + 3 * lock_core::MAX_KEY_LEN;
-        for name in [&ka.lease, &ka.fence, &ka.channel] {
+        for name in [ka.lease(), ka.fence(), ka.channel()] {
             prop_assert!(name.len() <= bound, "{} bytes", name.len());
             prop_assert_eq!(name.matches('{').count(), 1);
             prop_assert_eq!(name.matches('}').count(), 1);
-            prop_assert_eq!(tag(name), tag(&ka.lease));
+            prop_assert_eq!(tag(name), tag(ka.lease()));
             prop_assert!(tag(name).bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.:/@=+,;%".contains(&c)));
         }
-        prop_assert_eq!(a == b, ka.lease == kb.lease);
+        prop_assert_eq!(a == b, ka.lease() == kb.lease());
     }
 }
 

@@ -168,7 +168,7 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     let mut conn = server.connection().await;
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let lead = secs * 1_000_000 + micros + 3_000_000;
-    let _: () = conn.set_ex(&keys.fence, lead, 4).await.unwrap();
+    let _: () = conn.set_ex(keys.fence(), lead, 4).await.unwrap();
     let short = |locker: &Locker| {
         locker
             .lock("ahead")
@@ -188,7 +188,7 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     assert!(third.token() > second_token);
     third.release().await.unwrap();
     // The record lives only until the clock passes the newest token.
-    let pttl: i64 = conn.pttl(&keys.fence).await.unwrap();
+    let pttl: i64 = conn.pttl(keys.fence()).await.unwrap();
     assert!((1..=3_100).contains(&pttl), "token record PTTL {pttl} ms");
 }
 
@@ -222,7 +222,7 @@ async fn loss_is_told_when_the_server_is_paused() {
     assert!(next.is_held());
     let mut conn = server.connection().await;
     let owner: Option<String> = conn
-        .get(locker.stored_keys("paused").unwrap().lease)
+        .get(locker.stored_keys("paused").unwrap().lease())
         .await
         .unwrap();
     assert!(owner.is_some(), "the new owner's lease was removed");
@@ -374,7 +374,7 @@ async fn stored_keys_share_one_slot_and_never_collide() {
     for input in inputs {
         let keys = locker.stored_keys(input).unwrap();
         let mut slots = Vec::new();
-        for name in [&keys.lease, &keys.fence, &keys.channel] {
+        for name in [keys.lease(), keys.fence(), keys.channel()] {
             let slot: u16 = redis::cmd("CLUSTER")
                 .arg("KEYSLOT")
                 .arg(name)
@@ -399,7 +399,7 @@ async fn stored_keys_share_one_slot_and_never_collide() {
             slots.windows(2).all(|w| w[0] == w[1]),
             "{input:?}: slots {slots:?}"
         );
-        assert!(seen.insert(keys.lease.clone()), "{input:?} collides");
+        assert!(seen.insert(keys.lease().to_owned()), "{input:?} collides");
     }
 }
 
@@ -450,7 +450,7 @@ async fn waiters_survive_a_dropped_subscription_connection() {
     loop {
         let subs: Vec<redis::Value> = redis::cmd("PUBSUB")
             .arg("NUMSUB")
-            .arg(holder.stored_keys("resub").unwrap().channel)
+            .arg(holder.stored_keys("resub").unwrap().channel())
             .query_async(&mut conn)
             .await
             .unwrap();

@@ -120,8 +120,8 @@ where
         T: redis::FromRedisValue,
         A: redis::ToRedisArgs,
     {
-        let mut invocation = script.key(&keys.lease);
-        invocation.key(&keys.fence).arg(owner).arg(extra);
+        let mut invocation = script.key(keys.lease());
+        invocation.key(keys.fence()).arg(owner).arg(extra);
         self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
             .await
     }
@@ -177,7 +177,7 @@ where
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let released: i64 = self
-                .lock_script(&RELEASE_SCRIPT, keys, owner, &keys.channel)
+                .lock_script(&RELEASE_SCRIPT, keys, owner, keys.channel())
                 .await?;
             Ok(released == 1)
         })
@@ -189,7 +189,7 @@ where
     ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
         Box::pin(async move {
             match &self.hub {
-                Some(hub) => hub.subscribe(&keys.channel).await,
+                Some(hub) => hub.subscribe(keys.channel()).await,
                 None => Err(StoreError::new(
                     "no pub/sub client configured; waiting falls back on the lease TTL",
                     false,
