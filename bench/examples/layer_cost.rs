@@ -1,0 +1,77 @@
+//! What `LockLayer` costs per request without HTTP: an axum route called
+//! in process by 16 tasks (distinct keys, memory backend), bare and behind
+//! the layer, on 1 and 2 worker threads. Prints CPU microseconds per
+//! request (workers x wall time / requests), so the figure is the layer's
+//! own work, apart from sockets and the load generator.
+//!
+//! `cargo run --release -p lock-bench --example layer_cost`
+
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::post;
+use http::Request;
+use lock_core::Locker;
+use lock_tower::{KeyFrom, LockLayer};
+use tower::ServiceExt;
+
+const TASKS: u64 = 16;
+const REQUESTS_PER_TASK: u64 = 20_000;
+
+async fn pay() -> &'static str {
+    "paid\n"
+}
+
+/// CPU µs per request of `app` on a runtime with `workers` threads.
+fn per_request(app: &Router, workers: usize) -> f64 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|task| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    for i in 0..REQUESTS_PER_TASK {
+                        let uri = format!("/orders/{}", task * 1_000_000 + i);
+                        let request = Request::post(uri).body(Body::empty()).expect("request");
+                        let response = app.clone().oneshot(request).await.expect("response");
+                        let body = axum::body::to_bytes(response.into_body(), 64).await;
+                        assert_eq!(&body.expect("body")[..], b"paid\n");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let requests = (TASKS * REQUESTS_PER_TASK) as f64;
+        started.elapsed().as_secs_f64() * 1e6 * workers as f64 / requests
+    })
+}
+
+fn main() {
+    let route = Router::new().route("/orders/{id}", post(pay));
+    let layered = route.clone().layer(LockLayer::new(
+        Locker::memory(),
+        KeyFrom::path("/orders/{id}", "order:<id>"),
+    ));
+    println!("| workers | bare route µs/request | LockLayer µs/request | layer adds |");
+    println!("|---|---|---|---|");
+    for workers in [1, 2] {
+        // Interleaved, best of three each: the machine is shared.
+        let (mut bare, mut locked) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            bare = bare.min(per_request(&route, workers));
+            locked = locked.min(per_request(&layered, workers));
+        }
+        println!(
+            "| {workers} | {bare:.2} | {locked:.2} | {:.2} |",
+            locked - bare
+        );
+    }
+}
