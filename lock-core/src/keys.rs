@@ -80,11 +80,7 @@ impl StoredKeys {
 
 /// Checks a user key without laying out its stored names: what
 /// [`StoredKeys::new`] refuses, this refuses with the same error.
-pub(crate) fn check(user: &str) -> Result<(), LockError> {
-    validate(user)
-}
-
-fn validate(user: &str) -> Result<(), LockError> {
+pub(crate) fn validate(user: &str) -> Result<(), LockError> {
     let reason = if user.is_empty() {
         "the key is empty; derive it from the resource, e.g. `order:42`".to_owned()
     } else if user.len() > MAX_KEY_LEN {

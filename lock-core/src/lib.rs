@@ -102,6 +102,7 @@ mod locker;
 mod owner;
 mod request;
 mod scope;
+mod sharded;
 mod telemetry;
 mod token;
 mod waiting;

@@ -169,7 +169,7 @@ impl Locker {
     /// assert!(locker.check_key("").is_err());
     /// ```
     pub fn check_key(&self, key: &str) -> Result<(), LockError> {
-        crate::keys::check(key)
+        crate::keys::validate(key)
     }
 
     /// The stored key names of the lock on `key` (for inspection and tests).

@@ -7,12 +7,13 @@
 //! the lease is released or lost.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+
+use crate::sharded::Sharded;
 
 /// Why a task got no local slot.
 #[derive(Debug, PartialEq, Eq)]
@@ -25,18 +26,14 @@ pub(crate) enum NoSlot {
     Full,
 }
 
-/// The local lines of one Locker, by stored lease key, spread over shards
-/// so that tasks on distinct keys seldom meet on one mutex.
+/// The local lines of one Locker, by stored lease key (sharded).
 #[derive(Debug)]
 pub(crate) struct LocalQueues {
-    shards: Box<[Mutex<Lines>]>,
-    hasher: RandomState,
+    lines: Sharded<Lines>,
     max_waiters: usize,
 }
 
 type Lines = HashMap<Arc<str>, Arc<Line>>;
-
-const SHARDS: usize = 16;
 
 #[derive(Debug)]
 struct Line {
@@ -97,18 +94,14 @@ impl Drop for Waiting<'_> {
 impl LocalQueues {
     pub(crate) fn new(max_waiters: usize) -> Arc<Self> {
         Arc::new(LocalQueues {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
+            lines: Sharded::default(),
             max_waiters,
         })
     }
 
     /// The shard holding the line of `key`, locked.
     fn lines(&self, key: &str) -> MutexGuard<'_, Lines> {
-        let shard = self.hasher.hash_one(key) as usize % self.shards.len();
-        self.shards[shard]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lines.lock_key(key)
     }
 
     fn place(self: &Arc<Self>, key: &str) -> Place {
@@ -177,16 +170,14 @@ impl LocalQueues {
 
     /// Lines currently open (keys held or awaited by this process).
     pub(crate) fn open_lines(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|lines| lines.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        self.lines.sum(Lines::len)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
     use std::time::Duration;
 
     #[tokio::test]

@@ -150,17 +150,26 @@ impl KeyFrom {
     }
 }
 
-fn bounded(what: &str, value: String) -> Result<String, String> {
+/// What is wrong with the length of `value`, if anything (to follow the
+/// value's name in an error).
+fn out_of_bounds(value: &str) -> Option<String> {
     if value.is_empty() {
-        return Err(format!("{what} is empty"));
-    }
-    if value.len() > MAX_VALUE_LEN {
-        return Err(format!(
-            "{what} is {} bytes, longer than the limit of {MAX_VALUE_LEN}",
+        Some("is empty".to_owned())
+    } else if value.len() > MAX_VALUE_LEN {
+        Some(format!(
+            "is {} bytes, longer than the limit of {MAX_VALUE_LEN}",
             value.len()
-        ));
+        ))
+    } else {
+        None
     }
-    Ok(value)
+}
+
+fn bounded(what: &str, value: String) -> Result<String, String> {
+    match out_of_bounds(&value) {
+        Some(problem) => Err(format!("{what} {problem}")),
+        None => Ok(value),
+    }
 }
 
 impl<B> KeyExtractor<B> for KeyFrom {
@@ -290,13 +299,12 @@ impl PathTemplate {
                 Segment::Literal(literal) if literal == part => {}
                 Segment::Literal(_) => return None,
                 Segment::Capture(name) => match percent_decode_str(part).decode_utf8() {
-                    Ok(value) if value.is_empty() || value.len() > MAX_VALUE_LEN => {
-                        return Some(bounded(
-                            &format!("path segment `{name}`"),
-                            value.into_owned(),
-                        ));
-                    }
-                    Ok(value) => captures.push(value),
+                    Ok(value) => match out_of_bounds(&value) {
+                        Some(problem) => {
+                            return Some(Err(format!("path segment `{name}` {problem}")));
+                        }
+                        None => captures.push(value),
+                    },
                     Err(_) => {
                         return Some(Err(format!(
                             "path segment `{name}` is not UTF-8 once decoded"

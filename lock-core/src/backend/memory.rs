@@ -2,9 +2,8 @@
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -13,6 +12,7 @@ use tokio::time::Instant;
 use super::{Attempt, Backend, BoxFuture, ReleaseSignal};
 use crate::error::StoreError;
 use crate::keys::StoredKeys;
+use crate::sharded::Sharded;
 use crate::token::FencingToken;
 
 /// Leases kept in this process.
@@ -39,41 +39,15 @@ pub struct MemoryBackend {
     store: Arc<Store>,
 }
 
-/// Leases spread over shards by key, so tasks on distinct keys on
-/// different threads seldom meet on one mutex.
-#[derive(Debug)]
+/// Leases and channels sharded by lease key (a lock's channel lives in its
+/// lease's shard); tokens from one counter across shards.
+#[derive(Debug, Default)]
 struct Store {
-    shards: Box<[Mutex<State>]>,
-    hasher: RandomState,
+    shards: Sharded<State>,
     last_token: AtomicU64,
 }
 
-const SHARDS: usize = 16;
-
-impl Default for Store {
-    fn default() -> Self {
-        Store {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
-            last_token: AtomicU64::new(0),
-        }
-    }
-}
-
 impl Store {
-    /// The shard of a lock (its lease, and its release channel).
-    fn shard_of(&self, keys: &StoredKeys) -> usize {
-        self.hasher.hash_one(keys.lease()) as usize % self.shards.len()
-    }
-
-    fn lock(&self, shard: usize) -> MutexGuard<'_, State> {
-        // The state stays consistent under a panic (every update is a
-        // single insert or remove), so a poisoned lock is still usable.
-        self.shards[shard]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn mint(&self) -> FencingToken {
         // Start from the wall clock like the Redis backend, so tokens of a
         // fresh store are above those of an earlier one in the same process.
@@ -120,9 +94,7 @@ impl MemoryBackend {
 
     /// Number of leases currently stored (held or expired but not yet swept).
     pub fn stored_leases(&self) -> usize {
-        (0..self.store.shards.len())
-            .map(|shard| self.store.lock(shard).leases.len())
-            .sum()
+        self.store.shards.sum(|state| state.leases.len())
     }
 
     /// Ends the lease on `keys` at once, as if it had expired or been
@@ -133,7 +105,7 @@ impl MemoryBackend {
     }
 
     fn lock_state(&self, keys: &StoredKeys) -> MutexGuard<'_, State> {
-        self.store.lock(self.store.shard_of(keys))
+        self.store.shards.lock_key(keys.lease())
     }
 }
 
@@ -237,8 +209,8 @@ impl Backend for MemoryBackend {
         keys: &'a StoredKeys,
     ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
         Box::pin(async move {
-            let shard = self.store.shard_of(keys);
-            let mut state = self.store.lock(shard);
+            let shard = self.store.shards.shard_of(keys.lease());
+            let mut state = self.store.shards.lock(shard);
             let channel = state
                 .channels
                 .entry(keys.channel().to_owned())
@@ -274,7 +246,7 @@ impl Drop for Registration {
         let Some(store) = self.store.upgrade() else {
             return;
         };
-        let mut state = store.lock(self.shard);
+        let mut state = store.shards.lock(self.shard);
         if let Some(ch) = state.channels.get_mut(&self.channel) {
             ch.subscribers -= 1;
             if ch.subscribers == 0 {
