@@ -3,8 +3,9 @@
 //!
 //! `fenced_writer <redis-url> <redis|postgres> <postgres-url|-> <millis>`:
 //! until `millis` pass, takes `account:7` (ttl 300 ms), prints
-//! `holding <token>`, works 30 ms, then appends its token twice to the
-//! account's history through the fence and prints `accepted <token>` or
+//! `holding <token>`, waits for a line on stdin (the driver pauses it in
+//! between, if it wants to), then appends its token twice to the account's
+//! history through the fence and prints `accepted <token>` or
 //! `rejected <token> held=<bool>` for each write.
 
 use std::io::Write;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use lock_core::fence::RedisFence;
 use lock_core::fence::postgres::PgFence;
 use lock_core::{FencingToken, LockError, Locker};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 enum Store {
@@ -80,6 +82,7 @@ async fn main() {
             .expect("data connection");
         Store::Redis(RedisFence::new(conn))
     };
+    let mut go = BufReader::new(tokio::io::stdin()).lines();
     while Instant::now() < until {
         let guard = match locker
             .lock("account:7")
@@ -95,7 +98,9 @@ async fn main() {
         };
         let token = guard.token();
         say(format!("holding {token}"));
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        // The driver answers once it has paused this process or chosen not
+        // to: the writes never start before a pause meant to precede them.
+        let _ = go.next_line().await;
         for _ in 0..2 {
             match store.append(token).await {
                 Ok(()) => say(format!("accepted {token}")),

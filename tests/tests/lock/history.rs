@@ -3,8 +3,8 @@
 //! Afterwards the store's history must be ordered and every rejected write
 //! must come from a holder that had lost its lease.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -18,18 +18,23 @@ const PAUSE: Duration = Duration::from_millis(600);
 
 struct Writers {
     children: Vec<Child>,
+    /// Tells a writer that said `holding` to go on with its writes.
+    go: Vec<ChildStdin>,
     lines: mpsc::Receiver<(usize, String)>,
 }
 
 fn start_writers(redis_url: &str, kind: &str, pg_url: &str) -> Writers {
     let (tx, lines) = mpsc::channel();
     let mut children = Vec::new();
+    let mut go = Vec::new();
     for id in 0..WRITERS {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fenced_writer"))
             .args([redis_url, kind, pg_url, &RUN_MILLIS.to_string()])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("spawn fenced_writer");
+        go.push(child.stdin.take().unwrap());
         let stdout = child.stdout.take().unwrap();
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -39,14 +44,20 @@ fn start_writers(redis_url: &str, kind: &str, pg_url: &str) -> Writers {
         });
         children.push(child);
     }
-    Writers { children, lines }
+    Writers {
+        children,
+        go,
+        lines,
+    }
 }
 
 /// Pauses a writer that just said it holds the lock, `PAUSES` times, then
-/// collects every line until all writers are done.
+/// collects every line until all writers are done. A paused writer is
+/// stopped before it is told to write, so its writes come after the pause;
+/// the others go on meanwhile (and take the lock once its lease lapses).
 fn drive(mut writers: Writers) -> Vec<(usize, String)> {
     let mut seen = Vec::new();
-    let mut pauses = 0;
+    let mut resumes = Vec::new();
     let mut done = 0;
     while done < WRITERS {
         let (id, line) = writers
@@ -58,15 +69,30 @@ fn drive(mut writers: Writers) -> Vec<(usize, String)> {
         }
         let holding = line.starts_with("holding");
         seen.push((id, line));
-        if holding && pauses < PAUSES {
+        if !holding {
+            continue;
+        }
+        // One pause at a time, so each one has others writing past it.
+        let pausing = resumes
+            .last()
+            .is_some_and(|r: &std::thread::JoinHandle<()>| !r.is_finished());
+        if resumes.len() < PAUSES && !pausing {
             // Paused inside its critical section, before its writes.
             let pid = writers.children[id].id();
             assert!(send_signal(pid, libc::SIGSTOP));
-            std::thread::sleep(PAUSE);
-            assert!(send_signal(pid, libc::SIGCONT));
-            pauses += 1;
+            resumes.push(std::thread::spawn(move || {
+                std::thread::sleep(PAUSE);
+                assert!(send_signal(pid, libc::SIGCONT));
+            }));
         }
+        // Read once the writer runs again. A writer whose run is over no
+        // longer reads.
+        let _ = writeln!(writers.go[id], "go");
     }
+    for resume in resumes {
+        resume.join().expect("resume thread");
+    }
+    drop(writers.go);
     for child in &mut writers.children {
         assert!(child.wait().unwrap().success());
     }
