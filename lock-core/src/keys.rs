@@ -3,9 +3,11 @@
 //! A user key such as `order:42` becomes, under namespace `lock`:
 //!
 //! ```text
-//! lock:{order:42}:lease      `<owner>|<token>` of the current lease (PX ttl)
+//! lock:{order:42}:lease      `<owner>|<token>` of the current lease (PX ttl),
+//!                            `|w` appended once another client found it held
 //! lock:{order:42}:fence      newest token, only while it is ahead of the server clock
-//! lock:{order:42}:released   pub/sub channel, one message per release
+//! lock:{order:42}:released   pub/sub channel, one message per release of a
+//!                            lease that someone found held
 //! ```
 //!
 //! The braces are a Redis Cluster hash tag, so all three land in one slot.

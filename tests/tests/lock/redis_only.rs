@@ -326,6 +326,86 @@ async fn a_thousand_waiters_cost_few_commands() {
     assert_eq!(locker.local_lines(), 0);
 }
 
+/// A release publishes only when another client found the lease held: the
+/// uncontended path costs no PUBLISH, and a waiter in another process is
+/// still woken by the release (not by the 30 s lease running out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_release_that_someone_waits_for_is_published() {
+    let server = RedisServer::start();
+    let holder = locker(&server).await;
+    let waiter = locker(&server).await;
+    let mut conn = server.connection().await;
+    for i in 0..20 {
+        let guard = holder.lock(format!("quiet:{i}")).await.unwrap();
+        guard.release().await.unwrap();
+    }
+    assert_eq!(command_calls(&mut conn, "publish").await, 0);
+
+    let guard = holder.lock("busy").await.unwrap();
+    let keys = holder.stored_keys("busy").unwrap();
+    let w = waiter.clone();
+    let task = tokio::spawn(async move { w.lock("busy").wait(Duration::from_secs(20)).await });
+    // The waiter has subscribed and then found the lease held, marking it.
+    loop {
+        let value: String = conn.get(keys.lease()).await.unwrap();
+        if subscribers(&mut conn, keys.channel()).await > 0 && value.ends_with("|w") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let token = guard.token();
+    let next = handed_over(guard, task).await;
+    assert!(next.token() > token);
+    assert_eq!(command_calls(&mut conn, "publish").await, 1);
+    // The mark went with the released lease: the new one is unmarked.
+    let value: String = conn.get(keys.lease()).await.unwrap();
+    assert!(!value.ends_with("|w"), "{value}");
+    next.release().await.unwrap();
+    assert_eq!(command_calls(&mut conn, "publish").await, 1);
+}
+
+/// Releases `guard` and returns the lock `waiter` then takes, asserting it
+/// came well before the 30 s lease ran out (so the release woke it).
+async fn handed_over(
+    guard: lock_core::LockGuard,
+    waiter: tokio::task::JoinHandle<Result<lock_core::LockGuard, LockError>>,
+) -> lock_core::LockGuard {
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let next = waiter.await.unwrap().expect("the waiter got the lock");
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "woken after {:?}",
+        released.elapsed()
+    );
+    next
+}
+
+/// Subscribers of a pub/sub channel.
+async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> u64 {
+    let (_, count): (String, u64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    count
+}
+
+/// Calls of one command so far (commands run inside scripts included).
+async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// (commands sent by clients, all commands including those inside scripts)
 async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
     (
@@ -448,13 +528,8 @@ async fn waiters_survive_a_dropped_subscription_connection() {
     // Wait until the waiter's subscription exists, then cut it.
     let mut conn = server.connection().await;
     loop {
-        let subs: Vec<redis::Value> = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(holder.stored_keys("resub").unwrap().channel())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if matches!(subs.get(1), Some(redis::Value::Int(n)) if *n > 0) {
+        let channel = holder.stored_keys("resub").unwrap();
+        if subscribers(&mut conn, channel.channel()).await > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -466,15 +541,8 @@ async fn waiters_survive_a_dropped_subscription_connection() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let released = Instant::now();
-    guard.release().await.unwrap();
-    let got = task.await.unwrap().expect("the waiter got the lock");
-    // Well before the 30 s lease: it re-subscribed and saw the release.
-    assert!(
-        released.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        released.elapsed()
-    );
+    // It re-subscribed and saw the release.
+    let got = handed_over(guard, task).await;
     got.release().await.unwrap();
 }
 

@@ -127,6 +127,26 @@ where
     }
 }
 
+/// Reads the acquire script's reply: the token's digits when taken, else
+/// the integer `-1 - pttl` of the holder (`0`: a holder without expiry).
+fn acquire_outcome(reply: redis::Value) -> Result<Attempt, StoreError> {
+    match reply {
+        redis::Value::Int(held) => Ok(Attempt::Held {
+            remaining: u64::try_from(-1 - held).ok().map(Duration::from_millis),
+        }),
+        redis::Value::BulkString(digits) => std::str::from_utf8(&digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .map(|token| Attempt::Acquired(FencingToken::new(token)))
+            // The script ran: it may have taken the lease.
+            .ok_or_else(|| StoreError::new(format!("unexpected token {digits:?}"), true)),
+        other => Err(StoreError::new(
+            format!("unexpected acquire reply {other:?}"),
+            true,
+        )),
+    }
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -142,17 +162,10 @@ where
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
         Box::pin(async move {
-            let (acquired, value): (i64, i64) = self
+            let reply: redis::Value = self
                 .lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
                 .await?;
-            Ok(if acquired == 1 {
-                Attempt::Acquired(FencingToken::new(value.max(0) as u64))
-            } else {
-                Attempt::Held {
-                    // PTTL is -1 for a key without expiry (not ours).
-                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
-                }
-            })
+            acquire_outcome(reply)
         })
     }
 
@@ -224,5 +237,37 @@ where
 
     fn describe(&self) -> String {
         self.description.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    #[test]
+    fn acquire_replies_are_read_as_token_or_remaining_time() {
+        let taken = acquire_outcome(Value::BulkString(b"1763800000000001".to_vec())).unwrap();
+        assert_eq!(
+            taken,
+            Attempt::Acquired(FencingToken::new(1_763_800_000_000_001))
+        );
+        let held = |ms: i64| acquire_outcome(Value::Int(ms)).unwrap();
+        assert_eq!(held(0), Attempt::Held { remaining: None });
+        assert_eq!(
+            held(-1),
+            Attempt::Held {
+                remaining: Some(Duration::ZERO)
+            }
+        );
+        assert_eq!(
+            held(-1501),
+            Attempt::Held {
+                remaining: Some(Duration::from_millis(1500))
+            }
+        );
+        let garbled = acquire_outcome(Value::BulkString(b"12|w".to_vec())).unwrap_err();
+        assert!(garbled.outcome_unknown(), "{garbled}");
+        assert!(acquire_outcome(Value::Nil).is_err());
     }
 }
