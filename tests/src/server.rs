@@ -18,6 +18,7 @@ pub struct ServerOptions {
     debug_commands: bool,
     cluster: bool,
     extra: Vec<String>,
+    launcher: Vec<String>,
 }
 
 impl ServerOptions {
@@ -45,6 +46,14 @@ impl ServerOptions {
         self
     }
 
+    /// Runs the server under another program, as in `valgrind
+    /// --tool=callgrind redis-server ...` (`launcher` is the program and its
+    /// arguments). The program must keep the server's pid, as valgrind does.
+    pub fn launcher(mut self, launcher: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.launcher = launcher.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// Starts a server with these options.
     pub fn start(self) -> RedisServer {
         RedisServer::start_with(self)
@@ -65,10 +74,10 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-fn missing_binary() -> ! {
+fn missing_binary(program: &str) -> ! {
     panic!(
-        "redis-server is not installed: install it with `apt-get install -y redis-server` \
-         (or run scripts/test, which does so)"
+        "{program} is not installed: install it with `apt-get install -y {program}` \
+         (for redis-server, scripts/test does so)"
     )
 }
 
@@ -152,7 +161,15 @@ impl RedisServer {
 
     /// Starts the process and waits for "Ready to accept connections".
     fn spawn(&mut self) -> bool {
-        let mut child = match Command::new("redis-server")
+        let mut command = match self.options.launcher.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg("redis-server");
+                command
+            }
+            None => Command::new("redis-server"),
+        };
+        let mut child = match command
             .args(self.args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -160,7 +177,9 @@ impl RedisServer {
             .spawn()
         {
             Ok(child) => child,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => missing_binary(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                missing_binary(command.get_program().to_str().unwrap_or("redis-server"))
+            }
             Err(err) => panic!("could not start redis-server: {err}"),
         };
         let stdout = child.stdout.take().expect("piped stdout");

@@ -1,0 +1,143 @@
+//! What one lock + release costs the Redis server, counted in instructions
+//! by callgrind: unlike seconds on a shared machine, the count repeats
+//! run after run. One task locks and releases distinct keys, so every
+//! command arrives alone (no pipelining evens anything out); the reference
+//! pair (one `SET`, one `EVALSHA` of a one-call script) and rslock run on
+//! the same server.
+//!
+//! `cargo run --release -p lock-bench --example redis_instructions`
+//!
+//! Needs valgrind (`apt-get install -y valgrind`). Only the server runs
+//! under valgrind; its count covers reading, parsing, running and replying,
+//! not the kernel's share of the socket calls.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use lock_core::Locker;
+use lock_testkit::RedisServer;
+
+/// Lock + release cycles counted per subject, after a warm-up.
+const CYCLES: usize = 1000;
+const WARM_UP: usize = 50;
+const TTL: Duration = Duration::from_secs(30);
+
+/// One way to lock and release `CYCLES` distinct keys, one after another.
+enum Subject {
+    Reference(redis::aio::MultiplexedConnection),
+    Rslock(rslock::LockManager),
+    Core(Locker),
+}
+
+impl Subject {
+    fn label(&self) -> &'static str {
+        match self {
+            Subject::Reference(_) => "reference: SET + EVALSHA pair",
+            Subject::Rslock(_) => "rslock 0.10",
+            Subject::Core(_) => "lock-core redis",
+        }
+    }
+
+    async fn cycle(&mut self, key: &str) {
+        match self {
+            Subject::Reference(conn) => {
+                let script = redis::Script::new(
+                    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0",
+                );
+                let _: () = redis::cmd("SET")
+                    .arg(key)
+                    .arg(1)
+                    .query_async(conn)
+                    .await
+                    .expect("SET");
+                let _: i64 = script
+                    .key(format!("ref:{key}"))
+                    .arg("owner")
+                    .arg(30_000)
+                    .invoke_async(conn)
+                    .await
+                    .expect("EVALSHA");
+            }
+            Subject::Rslock(manager) => {
+                let lock = manager
+                    .acquire_no_guard(key.as_bytes(), TTL)
+                    .await
+                    .expect("rslock acquire");
+                manager.unlock(&lock).await;
+            }
+            Subject::Core(locker) => {
+                let guard = locker.lock(key).ttl(TTL).await.expect("lock-core lock");
+                guard.release().await.expect("lock-core release");
+            }
+        }
+    }
+}
+
+/// Runs callgrind_control with `flag` on the server.
+fn control(flag: &str, pid: u32) {
+    let status = Command::new("callgrind_control")
+        .args([flag, &pid.to_string()])
+        .output()
+        .expect("callgrind_control (part of valgrind)")
+        .status;
+    assert!(status.success(), "callgrind_control {flag} failed");
+}
+
+/// The instruction total of the newest dump in `dir`.
+fn newest_total(dir: &Path) -> u64 {
+    let newest = std::fs::read_dir(dir)
+        .expect("dump dir")
+        .filter_map(|entry| entry.ok()?.path().into())
+        .filter_map(|path: std::path::PathBuf| {
+            let part = path.extension()?.to_str()?.parse::<u32>().ok()?;
+            Some((part, path))
+        })
+        .max()
+        .expect("a callgrind dump")
+        .1;
+    let dump = std::fs::read_to_string(&newest).expect("read dump");
+    dump.lines()
+        .find_map(|line| line.strip_prefix("summary: "))
+        .and_then(|total| total.trim().parse().ok())
+        .expect("a summary line")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let dumps = tempfile::tempdir().expect("temp dir");
+    let out = dumps.path().join("callgrind.out");
+    let server = RedisServer::options()
+        .launcher([
+            "valgrind".to_owned(),
+            "--tool=callgrind".to_owned(),
+            format!("--callgrind-out-file={}", out.display()),
+            format!("--log-file={}", dumps.path().join("valgrind.log").display()),
+        ])
+        .start();
+    let pid = server.pid().expect("server pid");
+    let url = server.url();
+    let mut subjects = [
+        Subject::Reference(server.connection().await),
+        Subject::Rslock(rslock::LockManager::new(vec![url.clone()])),
+        Subject::Core(Locker::redis(&url).await.expect("connect")),
+    ];
+    println!("| subject | Redis instructions per lock + release | × rslock |");
+    println!("|---|---|---|");
+    let mut counts = Vec::new();
+    for (n, subject) in subjects.iter_mut().enumerate() {
+        for i in 0..WARM_UP {
+            subject.cycle(&format!("warm:{n}:{i}")).await;
+        }
+        control("-z", pid);
+        for i in 0..CYCLES {
+            subject.cycle(&format!("key:{n}:{i}")).await;
+        }
+        control("-d", pid);
+        counts.push((subject.label(), newest_total(dumps.path()) / CYCLES as u64));
+    }
+    let rslock = counts[1].1 as f64;
+    for (label, count) in counts {
+        println!("| {label} | {count} | {:.2} |", count as f64 / rslock);
+    }
+}
