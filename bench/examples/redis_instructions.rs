@@ -25,7 +25,8 @@ const TTL: Duration = Duration::from_secs(30);
 
 /// One way to lock and release `CYCLES` distinct keys, one after another.
 enum Subject {
-    Reference(redis::aio::MultiplexedConnection),
+    /// A connection and the lock-sized script of the reference pair.
+    Reference(redis::aio::MultiplexedConnection, redis::Script),
     Rslock(rslock::LockManager),
     Core(Locker),
 }
@@ -33,7 +34,7 @@ enum Subject {
 impl Subject {
     fn label(&self) -> &'static str {
         match self {
-            Subject::Reference(_) => "reference: SET + EVALSHA pair",
+            Subject::Reference(..) => "reference: SET + EVALSHA pair",
             Subject::Rslock(_) => "rslock 0.10",
             Subject::Core(_) => "lock-core redis",
         }
@@ -41,10 +42,7 @@ impl Subject {
 
     async fn cycle(&mut self, key: &str) {
         match self {
-            Subject::Reference(conn) => {
-                let script = redis::Script::new(
-                    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0",
-                );
+            Subject::Reference(conn, script) => {
                 let _: () = redis::cmd("SET")
                     .arg(key)
                     .arg(1)
@@ -118,7 +116,12 @@ async fn main() {
     let pid = server.pid().expect("server pid");
     let url = server.url();
     let mut subjects = [
-        Subject::Reference(server.connection().await),
+        Subject::Reference(
+            server.connection().await,
+            redis::Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0",
+            ),
+        ),
         Subject::Rslock(rslock::LockManager::new(vec![url.clone()])),
         Subject::Core(Locker::redis(&url).await.expect("connect")),
     ];
