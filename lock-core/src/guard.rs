@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -153,7 +153,7 @@ impl LockGuard {
     /// guard.release().await
     /// # }
     /// ```
-    pub fn scope<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(&self, body: F) -> crate::Scoped<F> {
         scope::enter(Arc::clone(&self.lease), body)
     }
 
@@ -216,6 +216,19 @@ impl Drop for LockGuard {
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();
+    if lease.backend.answers_in_place() {
+        let release = lease.backend.release(&lease.keys, lease.owner.as_str());
+        let mut cx = Context::from_waker(Waker::noop());
+        match std::pin::pin!(release).poll(&mut cx) {
+            Poll::Ready(outcome) => lease.record_release(&outcome),
+            // A backend that broke its word: the lease ends at its TTL.
+            Poll::Pending => {
+                tracing::warn!(key = %lease.keys.user(), "the store did not answer in place; the lease ends at its TTL")
+            }
+        }
+        lease.free_slot();
+        return;
+    }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             let mut release = Box::pin(async move {

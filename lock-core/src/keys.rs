@@ -16,6 +16,11 @@
 //! NUL can neither move the key to another slot, nor widen a `SCAN` or ACL
 //! pattern, nor make two user keys collide (the escaping is injective).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::{Arc, LazyLock};
+
 use crate::error::LockError;
 
 /// Longest accepted user key, in bytes.
@@ -26,14 +31,27 @@ pub const MAX_NAMESPACE_LEN: usize = 64;
 
 /// The stored names of one lock in the store.
 ///
-/// All four names live in one buffer, so laying them out costs a single
-/// allocation on every lock.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// All four names live in one shared buffer, so laying them out costs a
+/// single allocation per lock and a clone costs none. The lease name's hash
+/// is computed once here and reused by every in-process map keyed by the
+/// lock (local lines, the memory backend).
+#[derive(Debug, Clone)]
 pub struct StoredKeys {
     /// `user`, then the lease key, the token record and the channel.
-    names: String,
-    /// Where the lease key, the token record and the channel end.
+    names: Arc<str>,
+    /// Where the user key, the lease key, the token record and the channel end.
     ends: [usize; 4],
+    /// Hash of the lease name under the process-wide random seed.
+    hash: u64,
+}
+
+/// One random seed per process: hashes of attacker-chosen keys stay
+/// unpredictable (SipHash), and each key is hashed once per lock.
+static SEED: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+thread_local! {
+    /// Where names are laid out before being copied into their shared buffer.
+    static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 impl StoredKeys {
@@ -41,21 +59,33 @@ impl StoredKeys {
     pub fn new(namespace: &str, user: &str) -> Result<Self, LockError> {
         validate(user)?;
         const SUFFIXES: [&str; 3] = [":lease", ":fence", ":released"];
-        let escaped_len: usize = user.bytes().map(|b| if is_plain(b) { 1 } else { 3 }).sum();
-        let base_len = namespace.len() + 3 + escaped_len;
-        let suffixes_len: usize = SUFFIXES.iter().map(|s| s.len()).sum();
-        let mut names = String::with_capacity(user.len() + 3 * base_len + suffixes_len);
-        names.push_str(user);
-        let mut ends = [names.len(); 4];
-        for (end, suffix) in ends[1..].iter_mut().zip(SUFFIXES) {
+        let plain = user.bytes().all(is_plain);
+        SCRATCH.with_borrow_mut(|names| {
+            names.clear();
+            names.push_str(user);
+            let mut ends = [names.len(); 4];
+            // `<namespace>:{<escaped user>}`, laid out once and copied.
+            let base_start = names.len();
             names.push_str(namespace);
             names.push_str(":{");
-            escape_into(&mut names, user);
+            if plain {
+                names.push_str(user);
+            } else {
+                escape_into(names, user);
+            }
             names.push('}');
-            names.push_str(suffix);
-            *end = names.len();
-        }
-        Ok(StoredKeys { names, ends })
+            let base = base_start..names.len();
+            for (i, (end, suffix)) in ends[1..].iter_mut().zip(SUFFIXES).enumerate() {
+                if i > 0 {
+                    names.extend_from_within(base.clone());
+                }
+                names.push_str(suffix);
+                *end = names.len();
+            }
+            let hash = SEED.hash_one(&names[ends[0]..ends[1]]);
+            let names = Arc::from(names.as_str());
+            Ok(StoredKeys { names, ends, hash })
+        })
     }
 
     /// The user key, as given.
@@ -77,6 +107,50 @@ impl StoredKeys {
     /// The channel a release is published on.
     pub fn channel(&self) -> &str {
         &self.names[self.ends[2]..self.ends[3]]
+    }
+
+    /// The lease name's hash (see [`KeyMap`]).
+    pub(crate) fn hash64(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl PartialEq for StoredKeys {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.names == other.names
+    }
+}
+
+impl Eq for StoredKeys {}
+
+impl Hash for StoredKeys {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// A map keyed by locks that reuses the hash computed in
+/// [`StoredKeys::new`] instead of hashing the names again.
+pub(crate) type KeyMap<V> = HashMap<StoredKeys, V, BuildHasherDefault<Prehashed>>;
+
+/// Passes on the one `u64` a [`StoredKeys`] writes (already a keyed hash).
+#[derive(Default)]
+pub(crate) struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only StoredKeys is hashed with this; anything else still spreads.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
     }
 }
 

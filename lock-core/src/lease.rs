@@ -1,7 +1,7 @@
 //! The state one acquisition shares between its guard, its watchdog and the
 //! task-local scope: deadline, loss signal, and the process-local slot.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -10,8 +10,10 @@ use tokio::time::Instant;
 use crate::backend::Backend;
 use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
+use crate::owner::Owner;
 use crate::token::FencingToken;
 use crate::waiting::LocalSlot;
+use crate::watchdog::Control;
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +26,7 @@ pub(crate) enum Status {
 pub(crate) struct LeaseState {
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
-    pub(crate) owner: String,
+    pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
     pub(crate) backend: Arc<dyn Backend>,
@@ -33,6 +35,7 @@ pub(crate) struct LeaseState {
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
     slot: Mutex<Option<LocalSlot>>,
+    watchdog: Mutex<Control>,
 }
 
 /// The margin kept off a lease's local deadline for clock drift between
@@ -50,7 +53,7 @@ pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
 pub(crate) struct LeaseParts {
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
-    pub(crate) owner: String,
+    pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
     pub(crate) backend: Arc<dyn Backend>,
@@ -71,7 +74,13 @@ impl LeaseState {
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
             slot: Mutex::new(parts.slot),
+            watchdog: Mutex::new(Control::Stopped),
         })
+    }
+
+    /// Where this lease's watchdog stands.
+    pub(crate) fn watchdog(&self) -> MutexGuard<'_, Control> {
+        self.watchdog.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -124,15 +133,20 @@ impl LeaseState {
     /// Removes the lease from the store by owner value (never another
     /// owner's), logging and counting the outcome.
     pub(crate) async fn release_in_store(&self) -> Result<bool, crate::error::StoreError> {
-        let outcome = self.backend.release(&self.keys, &self.owner).await;
+        let outcome = self.backend.release(&self.keys, self.owner.as_str()).await;
+        self.record_release(&outcome);
+        outcome
+    }
+
+    /// Logs and counts how a release in the store went.
+    pub(crate) fn record_release(&self, outcome: &Result<bool, crate::error::StoreError>) {
         tracing::debug!(key = %self.keys.user(), token = %self.token, ?outcome, "lock released");
-        match &outcome {
+        match outcome {
             // A lost lease was counted as lost; removing it is cleanup.
             Ok(_) if matches!(self.status(), Status::Lost(_)) => {}
             Ok(_) => crate::telemetry::released(),
             Err(_) => crate::telemetry::store_error(crate::error::Operation::Release),
         }
-        outcome
     }
 
     /// Records a release (so `lost()` never fires for it).

@@ -121,4 +121,5 @@ pub use locker::{
     LockerBuilder, MIN_TTL,
 };
 pub use request::LockRequest;
+pub use scope::Scoped;
 pub use token::FencingToken;

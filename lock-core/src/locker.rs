@@ -181,7 +181,7 @@ impl Locker {
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
         match self.stored_keys(key) {
-            Ok(keys) => self.inner.queues.waiting(keys.lease()),
+            Ok(keys) => self.inner.queues.waiting(&keys),
             Err(_) => 0,
         }
     }

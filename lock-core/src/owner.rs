@@ -23,8 +23,48 @@ static PROCESS: LazyLock<String> = LazyLock::new(|| {
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(1);
 
-/// A fresh owner value (one allocation; it is made on every lock).
-pub(crate) fn next() -> String {
+/// Room for an owner value: 16 hex digits, a pid and a 64-bit sequence
+/// with their separators need at most 48 bytes.
+const INLINE: usize = 48;
+
+/// An owner value kept inline (no allocation; one is made on every lock).
+#[derive(Clone, Copy)]
+pub(crate) struct Owner {
+    bytes: [u8; INLINE],
+    len: u8,
+}
+
+impl Owner {
+    /// A copy of `value` if it fits inline.
+    pub(crate) fn copy_of(value: &str) -> Option<Owner> {
+        let mut owner = Owner {
+            bytes: [0; INLINE],
+            len: u8::try_from(value.len())
+                .ok()
+                .filter(|&n| usize::from(n) <= INLINE)?,
+        };
+        owner.bytes[..value.len()].copy_from_slice(value.as_bytes());
+        Some(owner)
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ever filled from whole `&str`s.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+/// A fresh owner value.
+pub(crate) fn next() -> Owner {
     let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let mut digits = [0u8; 20];
     let mut start = digits.len();
@@ -38,20 +78,35 @@ pub(crate) fn next() -> String {
         }
     }
     let process: &str = &PROCESS;
-    let mut owner = String::with_capacity(process.len() + 1 + digits.len() - start);
-    owner.push_str(process);
-    owner.push(':');
-    // ASCII digits only.
-    owner.extend(digits[start..].iter().map(|&d| char::from(d)));
+    let mut owner = Owner {
+        bytes: [0; INLINE],
+        len: 0,
+    };
+    let digits = &digits[start..];
+    let mut at = 0;
+    for part in [process.as_bytes(), b":", digits] {
+        owner.bytes[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    owner.len = at as u8;
     owner
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
+    fn owner_values_fit_inline_at_their_longest() {
+        let longest = format!("{:016x}:{}:{}", u64::MAX, u32::MAX, u64::MAX);
+        assert_eq!(longest.len(), super::INLINE);
+        let copy = super::Owner::copy_of(&longest).unwrap();
+        assert_eq!(copy.as_str(), longest);
+        assert!(super::Owner::copy_of(&format!("{longest}x")).is_none());
+    }
+
+    #[test]
     fn owner_values_are_unique_per_acquisition() {
-        let a = super::next();
-        let b = super::next();
+        let (a, b) = (super::next(), super::next());
+        let (a, b) = (a.as_str(), b.as_str());
         assert_ne!(a, b);
         assert_eq!(a.rsplit_once(':').unwrap().0, b.rsplit_once(':').unwrap().0);
         let (sa, sb) = (a.rsplit_once(':').unwrap().1, b.rsplit_once(':').unwrap().1);

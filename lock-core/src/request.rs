@@ -20,6 +20,7 @@ use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::{LeaseParts, LeaseState, deadline_after};
 use crate::locker::Locker;
+use crate::owner::Owner;
 use crate::waiting::{LocalSlot, NoSlot};
 use crate::{owner, scope, telemetry, watchdog};
 
@@ -114,10 +115,16 @@ impl LockRequest {
         }
         let started = Instant::now();
         let deadline = started + self.wait;
-        let slot = if self.wait.is_zero() {
-            inner.queues.try_enter(keys.lease())
-        } else {
-            inner.queues.enter(keys.lease(), deadline).await
+        let mut first_sent = started;
+        let slot = match inner.queues.try_enter(&keys) {
+            Err(NoSlot::Busy) if !self.wait.is_zero() => {
+                // Waiting in line is the cold path: boxed, so that the
+                // future of an uncontended lock stays small.
+                let slot = Box::pin(inner.queues.enter(&keys, deadline)).await;
+                first_sent = Instant::now();
+                slot
+            }
+            slot => slot,
         };
         let slot = slot.map_err(|no| match no {
             NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),
@@ -126,7 +133,8 @@ impl LockRequest {
                 limit: inner.config.max_waiters_per_key,
             },
         })?;
-        self.contend(keys, slot, started, deadline).await
+        self.contend(keys, slot, (started, first_sent), deadline)
+            .await
     }
 
     fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
@@ -145,17 +153,16 @@ impl LockRequest {
         &self,
         keys: StoredKeys,
         slot: LocalSlot,
-        started: Instant,
+        (started, first_sent): (Instant, Instant),
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let backend = &inner.backend;
         // Undo a possibly applied acquire if this future is dropped mid-request.
         let mut undo = UndoOnDrop::new(&self.locker, keys, owner::next());
-        let mut signal: Option<ReleaseSignal> = None;
-        let mut channel_failed = false;
+        let mut channel = Channel::default();
+        let mut sent = first_sent;
         loop {
-            let sent = Instant::now();
             undo.armed = true;
             let attempt = {
                 let (keys, owner) = undo.parts();
@@ -164,11 +171,13 @@ impl LockRequest {
             match attempt {
                 Ok(Attempt::Acquired(token)) => {
                     let lease_deadline = deadline_after(sent, self.ttl);
-                    if Instant::now() >= lease_deadline {
+                    // A store in this process answered at once.
+                    if !backend.answers_in_place() && Instant::now() >= lease_deadline {
                         // The answer came too late to be of use (this process
                         // or the store stalled): give it back and go on.
                         tracing::warn!(key = %self.key, %token, "acquired lease expired before the reply arrived");
                         undo.fire();
+                        sent = Instant::now();
                         continue;
                     }
                     let (keys, owner) = undo.disarm();
@@ -189,52 +198,29 @@ impl LockRequest {
                     let handle = inner.watchdogs.start(
                         Arc::clone(&lease),
                         plan,
-                        watchdog::first_due(self.ttl),
+                        sent,
+                        watchdog::interval(self.ttl),
                     );
                     // From here a dropped future drops the guard, which releases.
                     let guard = LockGuard::owner(lease, handle);
-                    let guard = self.confirm_replicas(guard).await?;
+                    let guard = if inner.config.replicas.is_some() {
+                        Box::pin(self.confirm_replicas(guard)).await?
+                    } else {
+                        guard
+                    };
                     tracing::debug!(key = %self.key, %token, waited = ?started.elapsed(), "lock acquired");
-                    telemetry::acquired(started.elapsed());
+                    telemetry::acquired(started);
                     return Ok(guard);
                 }
                 Ok(Attempt::Held { remaining }) => {
                     undo.armed = false;
-                    let now = Instant::now();
-                    if now >= deadline {
+                    if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
-                    if signal.is_none() && !channel_failed {
-                        match backend.subscribe(undo.parts().0).await {
-                            Ok(s) => {
-                                signal = Some(s);
-                                continue; // retry now that no release can be missed
-                            }
-                            Err(err) => {
-                                tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
-                                channel_failed = true;
-                            }
-                        }
-                    }
-                    // At least a millisecond: a lease about to expire must not spin.
-                    let left = remaining.unwrap_or(self.ttl).max(Duration::from_millis(1));
-                    let mut wake_at = now + left;
-                    if signal.is_none() {
-                        wake_at = wake_at.min(now + POLL_WITHOUT_CHANNEL);
-                    }
-                    let wake_at = wake_at.min(deadline);
-                    match signal.as_mut() {
-                        Some(s) => {
-                            tokio::select! {
-                                open = s.released() => if !open {
-                                    // The channel's connection dropped: subscribe again.
-                                    signal = None;
-                                },
-                                _ = sleep_until(wake_at) => {}
-                            }
-                        }
-                        None => sleep_until(wake_at).await,
-                    }
+                    let keys = undo.parts().0;
+                    // Boxed like the local line: only a held lock gets here.
+                    Box::pin(self.await_release(&mut channel, keys, remaining, deadline)).await;
+                    sent = Instant::now();
                 }
                 Err(err) => {
                     if !err.outcome_unknown() {
@@ -245,6 +231,51 @@ impl LockRequest {
                     return Err(LockError::unavailable(&self.key, Operation::Acquire, err));
                 }
             }
+        }
+    }
+
+    /// Waits for the holder's release: subscribes first if there is no
+    /// channel yet (and returns at once, so that the caller retries with no
+    /// release missed), else sleeps until a release message, the holder's
+    /// remaining time or the deadline.
+    async fn await_release(
+        &self,
+        channel: &mut Channel,
+        keys: &StoredKeys,
+        remaining: Option<Duration>,
+        deadline: Instant,
+    ) {
+        if channel.signal.is_none() && !channel.failed {
+            match self.locker.inner.backend.subscribe(keys).await {
+                Ok(signal) => {
+                    channel.signal = Some(signal);
+                    return;
+                }
+                Err(err) => {
+                    tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
+                    channel.failed = true;
+                }
+            }
+        }
+        let now = Instant::now();
+        // At least a millisecond: a lease about to expire must not spin.
+        let left = remaining.unwrap_or(self.ttl).max(Duration::from_millis(1));
+        let mut wake_at = now + left;
+        if channel.signal.is_none() {
+            wake_at = wake_at.min(now + POLL_WITHOUT_CHANNEL);
+        }
+        let wake_at = wake_at.min(deadline);
+        match channel.signal.as_mut() {
+            Some(signal) => {
+                tokio::select! {
+                    open = signal.released() => if !open {
+                        // The channel's connection dropped: subscribe again.
+                        channel.signal = None;
+                    },
+                    _ = sleep_until(wake_at) => {}
+                }
+            }
+            None => sleep_until(wake_at).await,
         }
     }
 
@@ -275,17 +306,25 @@ impl LockRequest {
     }
 }
 
+/// A waiter's subscription to the lock's releases.
+#[derive(Default)]
+struct Channel {
+    signal: Option<ReleaseSignal>,
+    /// Subscribing failed: poll instead.
+    failed: bool,
+}
+
 /// Releases by owner value in the background when armed at drop: an
 /// acquire request whose fate is unknown (in flight when the future was
 /// dropped, or timed out) may have taken the lock.
 struct UndoOnDrop<'a> {
     locker: &'a Locker,
-    parts: Option<(StoredKeys, String)>,
+    parts: Option<(StoredKeys, Owner)>,
     armed: bool,
 }
 
 impl<'a> UndoOnDrop<'a> {
-    fn new(locker: &'a Locker, keys: StoredKeys, owner: String) -> Self {
+    fn new(locker: &'a Locker, keys: StoredKeys, owner: Owner) -> Self {
         UndoOnDrop {
             locker,
             parts: Some((keys, owner)),
@@ -298,11 +337,11 @@ impl<'a> UndoOnDrop<'a> {
             .parts
             .as_ref()
             .expect("parts are taken only on success");
-        (keys, owner)
+        (keys, owner.as_str())
     }
 
     /// The lease is ours: hand over keys and owner value.
-    fn disarm(&mut self) -> (StoredKeys, String) {
+    fn disarm(&mut self) -> (StoredKeys, Owner) {
         self.armed = false;
         self.parts.take().expect("disarmed once")
     }
@@ -318,7 +357,7 @@ impl<'a> UndoOnDrop<'a> {
         let backend = Arc::clone(&self.locker.inner.backend);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = backend.release(&keys, &owner).await;
+                let _ = backend.release(&keys, owner.as_str()).await;
             });
         }
     }

@@ -7,7 +7,12 @@
 //! scope - are other holders.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use pin_project::pin_project;
+use tokio::task::futures::TaskLocalFuture;
 
 use crate::lease::LeaseState;
 use crate::token::FencingToken;
@@ -22,10 +27,37 @@ struct Frame {
     parent: Option<Arc<Frame>>,
 }
 
+/// A future run as the holder of a lock, made by
+/// [`LockGuard::scope`](crate::LockGuard::scope): while it is polled,
+/// [`FencingToken::current`] returns the lock's token and acquiring the
+/// same key through the same Locker is reentrant.
+#[pin_project]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Scoped<F> {
+    #[pin]
+    inner: TaskLocalFuture<Frame, F>,
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}
+
+impl<F> std::fmt::Debug for Scoped<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scoped").finish_non_exhaustive()
+    }
+}
+
 /// Runs `body` with `lease` as the innermost lock of the task.
-pub(crate) fn enter<F: Future>(lease: Arc<LeaseState>, body: F) -> impl Future<Output = F::Output> {
+pub(crate) fn enter<F: Future>(lease: Arc<LeaseState>, body: F) -> Scoped<F> {
     let parent = HELD.try_with(|frame| Arc::new(frame.clone())).ok();
-    HELD.scope(Frame { lease, parent }, body)
+    Scoped {
+        inner: HELD.scope(Frame { lease, parent }, body),
+    }
 }
 
 pub(crate) fn innermost_token() -> Option<FencingToken> {

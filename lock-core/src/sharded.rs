@@ -1,30 +1,30 @@
 //! Per-key state spread over a fixed set of mutexes, so tasks on distinct
 //! keys on different threads seldom meet on one lock.
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::keys::StoredKeys;
 
 const SHARDS: usize = 16;
 
 #[derive(Debug)]
 pub(crate) struct Sharded<T> {
     shards: Box<[Mutex<T>]>,
-    hasher: RandomState,
 }
 
 impl<T: Default> Default for Sharded<T> {
     fn default() -> Self {
         Sharded {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
         }
     }
 }
 
 impl<T> Sharded<T> {
-    /// The shard that holds `key`.
-    pub(crate) fn shard_of(&self, key: &str) -> usize {
-        self.hasher.hash_one(key) as usize % self.shards.len()
+    /// The shard that holds `keys`. Bits 32 and up: the maps inside a shard
+    /// index by the low bits and tag by the top ones of the same hash.
+    pub(crate) fn shard_of(&self, keys: &StoredKeys) -> usize {
+        (keys.hash64() >> 32) as usize % self.shards.len()
     }
 
     /// Locks shard `shard`. Every user keeps its state consistent across a
@@ -35,9 +35,9 @@ impl<T> Sharded<T> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Locks the shard that holds `key`.
-    pub(crate) fn lock_key(&self, key: &str) -> MutexGuard<'_, T> {
-        self.lock(self.shard_of(key))
+    /// Locks the shard that holds `keys`.
+    pub(crate) fn lock_keys(&self, keys: &StoredKeys) -> MutexGuard<'_, T> {
+        self.lock(self.shard_of(keys))
     }
 
     /// Sums `f` over every shard, locking one at a time.

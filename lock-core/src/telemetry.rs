@@ -14,7 +14,7 @@
 //! = `lock_released_total` + `lock_lost_total` + locks held now. Keys are
 //! not labels: their number is unbounded.
 
-use std::time::Duration;
+use tokio::time::Instant;
 
 use crate::error::{LossReason, Operation};
 
@@ -22,9 +22,9 @@ use crate::error::{LossReason, Operation};
 mod enabled {
     use super::*;
 
-    pub(crate) fn acquired(waited: Duration) {
+    pub(crate) fn acquired(started: Instant) {
         metrics::counter!("lock_acquired_total").increment(1);
-        metrics::histogram!("lock_wait_seconds").record(waited.as_secs_f64());
+        metrics::histogram!("lock_wait_seconds").record(started.elapsed().as_secs_f64());
     }
 
     pub(crate) fn wait_timed_out() {
@@ -61,7 +61,7 @@ mod enabled {
 mod enabled {
     use super::*;
 
-    pub(crate) fn acquired(_waited: Duration) {}
+    pub(crate) fn acquired(_started: Instant) {}
     pub(crate) fn wait_timed_out() {}
     pub(crate) fn lost(_reason: LossReason) {}
     pub(crate) fn released() {}

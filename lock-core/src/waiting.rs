@@ -6,13 +6,14 @@
 //! releases, the next local task contends at once. The slot is freed when
 //! the lease is released or lost.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, MutexGuard};
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::keys::{KeyMap, StoredKeys};
 use crate::sharded::Sharded;
 
 /// Why a task got no local slot.
@@ -26,69 +27,91 @@ pub(crate) enum NoSlot {
     Full,
 }
 
-/// The local lines of one Locker, by stored lease key (sharded).
+/// The local lines of one Locker, by lock (sharded).
 #[derive(Debug)]
 pub(crate) struct LocalQueues {
     lines: Sharded<Lines>,
     max_waiters: usize,
 }
 
-type Lines = HashMap<Arc<str>, Arc<Line>>;
+type Lines = KeyMap<Line>;
 
+/// The line of one key: present while a task holds or takes its slot.
 #[derive(Debug)]
-struct Line {
-    /// One permit: the head-of-line slot.
+enum Line {
+    /// One task has the slot and nobody waits: the common case, which
+    /// allocates nothing beyond the map entry.
+    Held,
+    /// Tasks wait (or a handed-over slot is not yet taken).
+    Queued(Arc<Queue>),
+}
+
+/// Waiters of one key, in FIFO order. The slot is the semaphore's one
+/// permit; it is out (held, not in the semaphore) while a task has the
+/// slot. Only the map and waiting tasks hold the `Arc`, so a strong count
+/// of one means nobody waits.
+#[derive(Debug)]
+struct Queue {
     gate: Semaphore,
     waiting: AtomicUsize,
 }
 
-/// A place in a line; removes the line when the last place goes.
-#[derive(Debug)]
-struct Place {
-    queues: Arc<LocalQueues>,
-    key: Arc<str>,
-    line: Arc<Line>,
-}
-
-/// The head-of-line slot for one key, held while contending and while the
-/// lease is held.
+/// The slot for one key, held while contending and while the lease is
+/// held; dropping it hands the slot to the next waiter or ends the line.
 #[derive(Debug)]
 pub(crate) struct LocalSlot {
-    place: Place,
-}
-
-impl LocalSlot {
-    /// Takes the slot whose permit was just acquired and forgotten.
-    fn of(place: Place, permit: tokio::sync::SemaphorePermit<'_>) -> Self {
-        permit.forget();
-        LocalSlot { place }
-    }
+    queues: Arc<LocalQueues>,
+    keys: StoredKeys,
 }
 
 impl Drop for LocalSlot {
     fn drop(&mut self) {
-        // Hand the gate on before the place checks whether the line is empty.
-        self.place.line.gate.add_permits(1);
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let mut lines = self.queues.lines(&self.key);
-        // The map and this place are the only references: nobody else waits.
-        if Arc::strong_count(&self.line) == 2 {
-            lines.remove(&self.key);
+        let mut lines = self.queues.lines(&self.keys);
+        let handed_over = match lines.get(&self.keys) {
+            Some(Line::Queued(queue)) if Arc::strong_count(queue) > 1 => {
+                queue.gate.add_permits(1);
+                true
+            }
+            _ => false,
+        };
+        if !handed_over {
+            lines.remove(&self.keys);
         }
     }
 }
 
-/// Counts a waiter for as long as it waits.
-struct Waiting<'a>(&'a AtomicUsize);
+/// A waiter's place in a queue: counted while it waits; if it leaves
+/// without the slot, it ends a line that nobody holds or waits in.
+struct Waiter<'a> {
+    queues: &'a LocalQueues,
+    keys: &'a StoredKeys,
+    queue: Option<Arc<Queue>>,
+}
 
-impl Drop for Waiting<'_> {
+impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        let Some(queue) = self.queue.take() else {
+            return;
+        };
+        queue.waiting.fetch_sub(1, Ordering::Relaxed);
+        let mut lines = self.queues.lines(self.keys);
+        // Only the map and this waiter know the queue, and the slot sits
+        // unclaimed in it (handed over as this waiter gave up): no one is
+        // left to end the line.
+        let abandoned = Arc::strong_count(&queue) == 2 && queue.gate.available_permits() == 1;
+        // Let go while the shard is locked, so that a holder ending its
+        // slot next sees that this waiter is gone.
+        drop(queue);
+        if abandoned {
+            lines.remove(self.keys);
+        }
     }
+}
+
+/// What `enter` found under the shard lock.
+enum Found {
+    Slot,
+    Wait(Arc<Queue>),
 }
 
 impl LocalQueues {
@@ -99,73 +122,107 @@ impl LocalQueues {
         })
     }
 
-    /// The shard holding the line of `key`, locked.
-    fn lines(&self, key: &str) -> MutexGuard<'_, Lines> {
-        self.lines.lock_key(key)
+    /// The shard holding the line of `keys`, locked.
+    fn lines(&self, keys: &StoredKeys) -> MutexGuard<'_, Lines> {
+        self.lines.lock_keys(keys)
     }
 
-    fn place(self: &Arc<Self>, key: &str) -> Place {
-        let mut lines = self.lines(key);
-        let (key, line) = match lines.get_key_value(key) {
-            Some((key, line)) => (Arc::clone(key), Arc::clone(line)),
-            None => {
-                let key: Arc<str> = Arc::from(key);
-                let line = Arc::new(Line {
-                    gate: Semaphore::new(1),
-                    waiting: AtomicUsize::new(0),
-                });
-                lines.insert(Arc::clone(&key), Arc::clone(&line));
-                (key, line)
-            }
-        };
-        Place {
+    fn slot(self: &Arc<Self>, keys: &StoredKeys) -> LocalSlot {
+        LocalSlot {
             queues: Arc::clone(self),
-            key,
-            line,
+            keys: keys.clone(),
         }
     }
 
-    /// Takes the slot for `key` now, or says it is busy.
-    pub(crate) fn try_enter(self: &Arc<Self>, key: &str) -> Result<LocalSlot, NoSlot> {
-        let place = self.place(key);
-        let line = Arc::clone(&place.line);
-        let permit = line.gate.try_acquire().map_err(|_| NoSlot::Busy)?;
-        Ok(LocalSlot::of(place, permit))
+    /// Takes the slot if it is free; else, if `join`, joins the queue.
+    fn find(self: &Arc<Self>, keys: &StoredKeys, join: bool) -> Result<Found, NoSlot> {
+        let mut lines = self.lines(keys);
+        let line = match lines.entry(keys.clone()) {
+            Entry::Vacant(free) => {
+                free.insert(Line::Held);
+                return Ok(Found::Slot);
+            }
+            Entry::Occupied(line) => line.into_mut(),
+        };
+        if let Line::Queued(queue) = line {
+            // A slot handed over to a waiter that gave up.
+            if let Ok(permit) = queue.gate.try_acquire() {
+                permit.forget();
+                return Ok(Found::Slot);
+            }
+        }
+        if !join {
+            return Err(NoSlot::Busy);
+        }
+        let queue = match line {
+            Line::Queued(queue) => queue,
+            Line::Held => {
+                *line = Line::Queued(Arc::new(Queue {
+                    gate: Semaphore::new(0),
+                    waiting: AtomicUsize::new(0),
+                }));
+                let Line::Queued(queue) = line else {
+                    unreachable!("just set")
+                };
+                queue
+            }
+        };
+        if queue.waiting.load(Ordering::Relaxed) >= self.max_waiters {
+            return Err(NoSlot::Full);
+        }
+        queue.waiting.fetch_add(1, Ordering::Relaxed);
+        Ok(Found::Wait(Arc::clone(queue)))
     }
 
-    /// Waits in line (FIFO) for the slot for `key` until `deadline`.
+    /// Takes the slot for `keys` now, or says it is busy.
+    pub(crate) fn try_enter(self: &Arc<Self>, keys: &StoredKeys) -> Result<LocalSlot, NoSlot> {
+        self.find(keys, false)?;
+        Ok(self.slot(keys))
+    }
+
+    /// Waits in line (FIFO) for the slot for `keys` until `deadline`.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves the line and takes no slot.
     pub(crate) async fn enter(
         self: &Arc<Self>,
-        key: &str,
+        keys: &StoredKeys,
         deadline: Instant,
     ) -> Result<LocalSlot, NoSlot> {
-        let place = self.place(key);
-        let line = Arc::clone(&place.line);
-        if let Ok(permit) = line.gate.try_acquire() {
-            return Ok(LocalSlot::of(place, permit));
-        }
-        if place.line.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiters {
-            place.line.waiting.fetch_sub(1, Ordering::Relaxed);
-            return Err(NoSlot::Full);
-        }
-        let waiting = Waiting(&line.waiting);
-        let permit = tokio::time::timeout_at(deadline, line.gate.acquire()).await;
-        drop(waiting);
-        match permit {
-            Ok(Ok(permit)) => Ok(LocalSlot::of(place, permit)),
+        let queue = match self.find(keys, true)? {
+            Found::Slot => return Ok(self.slot(keys)),
+            Found::Wait(queue) => queue,
+        };
+        let mut waiter = Waiter {
+            queues: self,
+            keys,
+            queue: Some(queue),
+        };
+        let gate = &waiter.queue.as_ref().expect("set above").gate;
+        let acquired = match tokio::time::timeout_at(deadline, gate.acquire()).await {
+            Ok(Ok(permit)) => {
+                permit.forget();
+                true
+            }
             // The semaphore is never closed; treat it like a timeout anyway.
-            Ok(Err(_)) | Err(_) => Err(NoSlot::TimedOut),
+            Ok(Err(_)) | Err(_) => false,
+        };
+        if !acquired {
+            return Err(NoSlot::TimedOut);
         }
+        // Holders keep no reference to the queue: its count says who waits.
+        if let Some(queue) = waiter.queue.take() {
+            queue.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(self.slot(keys))
     }
 
-    /// Tasks waiting in line for `key` (not counting the head).
-    pub(crate) fn waiting(&self, key: &str) -> usize {
-        self.lines(key)
-            .get(key)
-            .map_or(0, |line| line.waiting.load(Ordering::Relaxed))
+    /// Tasks waiting in line for `keys` (not counting the head).
+    pub(crate) fn waiting(&self, keys: &StoredKeys) -> usize {
+        match self.lines(keys).get(keys) {
+            Some(Line::Queued(queue)) => queue.waiting.load(Ordering::Relaxed),
+            _ => 0,
+        }
     }
 
     /// Lines currently open (keys held or awaited by this process).
@@ -183,20 +240,21 @@ mod tests {
     #[tokio::test]
     async fn lines_are_fifo_and_vanish_when_empty() {
         let queues = LocalQueues::new(10);
-        let first = queues.try_enter("k").unwrap();
-        assert_eq!(queues.try_enter("k").unwrap_err(), NoSlot::Busy);
+        let k = StoredKeys::new("lock", "k").unwrap();
+        let first = queues.try_enter(&k).unwrap();
+        assert_eq!(queues.try_enter(&k).unwrap_err(), NoSlot::Busy);
         let deadline = Instant::now() + Duration::from_secs(5);
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..3 {
-            let (q, order) = (Arc::clone(&queues), Arc::clone(&order));
+            let (q, order, mine) = (Arc::clone(&queues), Arc::clone(&order), k.clone());
             tasks.push(tokio::spawn(async move {
-                let slot = q.enter("k", deadline).await.unwrap();
+                let slot = q.enter(&mine, deadline).await.unwrap();
                 order.lock().unwrap().push(i);
                 drop(slot);
             }));
             // Let each task join the line before the next one.
-            while queues.lines("k")["k"].waiting.load(Ordering::Relaxed) <= i {
+            while queues.waiting(&k) <= i {
                 tokio::task::yield_now().await;
             }
         }
@@ -208,17 +266,48 @@ mod tests {
         assert_eq!(queues.open_lines(), 0);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_line_ends_with_its_last_holder_or_waiter() {
+        let queues = LocalQueues::new(10);
+        let k = StoredKeys::new("lock", "k").unwrap();
+        // A waiter that times out leaves the holder's line in place.
+        let first = queues.try_enter(&k).unwrap();
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert_eq!(queues.enter(&k, soon).await.unwrap_err(), NoSlot::TimedOut);
+        assert_eq!((queues.open_lines(), queues.waiting(&k)), (1, 0));
+        drop(first);
+        assert_eq!(queues.open_lines(), 0);
+        // The slot is handed to a waiter that gives up before taking it:
+        // the waiter ends the line, and the next task gets the slot.
+        let first = queues.try_enter(&k).unwrap();
+        let Ok(Found::Wait(queue)) = queues.find(&k, true) else {
+            panic!("the slot is held: the second task waits");
+        };
+        let waiter = Waiter {
+            queues: &queues,
+            keys: &k,
+            queue: Some(queue),
+        };
+        drop(first);
+        assert_eq!(queues.open_lines(), 1, "handed over, not yet taken");
+        drop(waiter);
+        assert_eq!(queues.open_lines(), 0);
+        drop(queues.try_enter(&k).unwrap());
+        assert_eq!(queues.open_lines(), 0);
+    }
+
     #[tokio::test]
     async fn the_line_is_bounded() {
         let queues = LocalQueues::new(1);
-        let _held = queues.try_enter("k").unwrap();
+        let k = StoredKeys::new("lock", "k").unwrap();
+        let _held = queues.try_enter(&k).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
-        let q = Arc::clone(&queues);
-        let waiter = tokio::spawn(async move { q.enter("k", deadline).await.map(drop) });
-        while queues.lines("k")["k"].waiting.load(Ordering::Relaxed) == 0 {
+        let (q, k2) = (Arc::clone(&queues), k.clone());
+        let waiter = tokio::spawn(async move { q.enter(&k2, deadline).await.map(drop) });
+        while queues.waiting(&k) == 0 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(queues.enter("k", deadline).await.unwrap_err(), NoSlot::Full);
+        assert_eq!(queues.enter(&k, deadline).await.unwrap_err(), NoSlot::Full);
         waiter.abort();
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, BoxFuture, MemoryBackend, RedisBackend, ReleaseSignal};
+use lock_core::backend::{Attempt, MemoryBackend, RedisBackend, ReleaseSignal, StoreFuture};
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
 use crate::RedisServer;
@@ -135,10 +135,10 @@ impl Backend for Counting {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         let attempt = self.inner.try_acquire(keys, owner, ttl);
         let acquires = Arc::clone(&self.acquires);
-        Box::pin(async move {
+        StoreFuture::new(async move {
             let outcome = attempt.await;
             // Counted once answered, so a waiter seen at n attempts has its
             // answers in hand.
@@ -152,7 +152,7 @@ impl Backend for Counting {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         self.inner.renew(keys, owner, ttl)
     }
@@ -161,7 +161,7 @@ impl Backend for Counting {
         &'a self,
         keys: &'a StoredKeys,
         owner: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.releases.fetch_add(1, Ordering::SeqCst);
         self.inner.release(keys, owner)
     }
@@ -169,7 +169,7 @@ impl Backend for Counting {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         self.inner.subscribe(keys)
     }
 
@@ -177,7 +177,7 @@ impl Backend for Counting {
         &self,
         wanted: usize,
         timeout: Duration,
-    ) -> BoxFuture<'_, Result<usize, StoreError>> {
+    ) -> StoreFuture<'_, Result<usize, StoreError>> {
         self.inner.confirm_replicas(wanted, timeout)
     }
 

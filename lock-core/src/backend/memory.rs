@@ -1,7 +1,7 @@
 //! The embedded in-process backend: the same lease, token and release
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Attempt, Backend, BoxFuture, ReleaseSignal};
+use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
 use crate::error::StoreError;
-use crate::keys::StoredKeys;
+use crate::keys::{KeyMap, StoredKeys};
+use crate::owner::Owner;
 use crate::sharded::Sharded;
 use crate::token::FencingToken;
 
@@ -41,40 +42,66 @@ pub struct MemoryBackend {
 
 /// Leases and channels sharded by lease key (a lock's channel lives in its
 /// lease's shard); tokens from one counter across shards.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Store {
     shards: Sharded<State>,
     last_token: AtomicU64,
 }
 
-impl Store {
-    fn mint(&self) -> FencingToken {
-        // Start from the wall clock like the Redis backend, so tokens of a
-        // fresh store are above those of an earlier one in the same process.
+impl Default for Store {
+    fn default() -> Self {
+        // Start from the wall clock (in microseconds) like the Redis
+        // backend, so tokens of a fresh store are above those of an earlier
+        // one in the same process; from there, one counter.
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        let next = |last: u64| (last + 1).max(now);
-        let last = self
-            .last_token
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(next(last)))
-            .unwrap_or_else(|last| last);
-        FencingToken::new(next(last))
+        Store {
+            shards: Sharded::default(),
+            last_token: AtomicU64::new(now),
+        }
+    }
+}
+
+impl Store {
+    fn mint(&self) -> FencingToken {
+        FencingToken::new(self.last_token.fetch_add(1, Ordering::Relaxed) + 1)
     }
 }
 
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<String, HeldLease>,
-    channels: HashMap<String, Channel>,
-    inserts_since_sweep: usize,
+    leases: KeyMap<HeldLease>,
+    channels: KeyMap<Channel>,
+    attempts_since_sweep: usize,
 }
 
 #[derive(Debug)]
 struct HeldLease {
-    owner: String,
+    owner: HeldBy,
     token: FencingToken,
     expires: Instant,
+}
+
+/// The owner value of a lease: inline when it fits (this crate's always
+/// do), else on the heap.
+#[derive(Debug)]
+enum HeldBy {
+    Inline(Owner),
+    Heap(Box<str>),
+}
+
+impl HeldBy {
+    fn new(owner: &str) -> Self {
+        Owner::copy_of(owner).map_or_else(|| HeldBy::Heap(owner.into()), HeldBy::Inline)
+    }
+
+    fn is(&self, owner: &str) -> bool {
+        match self {
+            HeldBy::Inline(inline) => inline.as_bytes() == owner.as_bytes(),
+            HeldBy::Heap(heap) => &**heap == owner,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -83,7 +110,7 @@ struct Channel {
     subscribers: usize,
 }
 
-/// Sweep expired leases after this many inserts.
+/// Sweep expired leases after this many acquire attempts.
 const SWEEP_EVERY: usize = 1024;
 
 impl MemoryBackend {
@@ -101,34 +128,120 @@ impl MemoryBackend {
     /// taken away: for testing how code reacts to a lost lease (its holder
     /// sees it lost at the next renewal). Returns whether a lease was there.
     pub fn evict(&self, keys: &StoredKeys) -> bool {
-        self.lock_state(keys).leases.remove(keys.lease()).is_some()
+        self.lock_state(keys).leases.remove(keys).is_some()
     }
 
     fn lock_state(&self, keys: &StoredKeys) -> MutexGuard<'_, State> {
-        self.store.shards.lock_key(keys.lease())
+        self.store.shards.lock_keys(keys)
     }
 }
 
 impl State {
-    fn live<'s>(&'s mut self, lease_key: &str, now: Instant) -> Option<&'s HeldLease> {
-        if self.leases.get(lease_key).is_some_and(|l| l.expires <= now) {
-            self.leases.remove(lease_key);
-        }
-        self.leases.get(lease_key)
-    }
-
     fn sweep_if_due(&mut self, now: Instant) {
-        self.inserts_since_sweep += 1;
-        if self.inserts_since_sweep >= SWEEP_EVERY {
-            self.inserts_since_sweep = 0;
+        self.attempts_since_sweep += 1;
+        if self.attempts_since_sweep >= SWEEP_EVERY {
+            self.attempts_since_sweep = 0;
             self.leases.retain(|_, l| l.expires > now);
         }
     }
 
-    fn publish(&mut self, channel: &str) {
-        if let Some(ch) = self.channels.get(channel) {
+    fn publish(&mut self, keys: &StoredKeys) {
+        if self.channels.is_empty() {
+            return;
+        }
+        if let Some(ch) = self.channels.get(keys) {
             ch.releases.send_modify(|n| *n += 1);
         }
+    }
+}
+
+/// The store's operations, answered in place under the shard's mutex.
+impl MemoryBackend {
+    fn acquire_now(
+        &self,
+        keys: &StoredKeys,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        state.sweep_if_due(now);
+        let fresh = |token| HeldLease {
+            owner: HeldBy::new(owner),
+            token,
+            expires: now + ttl,
+        };
+        match state.leases.entry(keys.clone()) {
+            Entry::Occupied(held) if held.get().expires > now => {
+                let held = held.get();
+                if held.owner.is(owner) {
+                    return Ok(Attempt::Acquired(held.token));
+                }
+                let remaining = held.expires.saturating_duration_since(now);
+                Ok(Attempt::Held {
+                    remaining: Some(remaining),
+                })
+            }
+            Entry::Occupied(mut expired) => {
+                let token = self.store.mint();
+                expired.insert(fresh(token));
+                Ok(Attempt::Acquired(token))
+            }
+            Entry::Vacant(free) => {
+                let token = self.store.mint();
+                free.insert(fresh(token));
+                Ok(Attempt::Acquired(token))
+            }
+        }
+    }
+
+    fn renew_now(&self, keys: &StoredKeys, owner: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        match state.leases.get_mut(keys) {
+            Some(lease) if lease.expires > now && lease.owner.is(owner) => {
+                lease.expires = now + ttl;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn release_now(&self, keys: &StoredKeys, owner: &str) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        let Entry::Occupied(lease) = state.leases.entry(keys.clone()) else {
+            return Ok(false);
+        };
+        let live = lease.get().expires > now;
+        let ours = live && lease.get().owner.is(owner);
+        if ours || !live {
+            lease.remove();
+        }
+        if ours {
+            state.publish(keys);
+        }
+        Ok(ours)
+    }
+
+    fn subscribe_now(&self, keys: &StoredKeys) -> Result<ReleaseSignal, StoreError> {
+        let shard = self.store.shards.shard_of(keys);
+        let mut state = self.store.shards.lock(shard);
+        let channel = state
+            .channels
+            .entry(keys.clone())
+            .or_insert_with(|| Channel {
+                releases: watch::channel(0).0,
+                subscribers: 0,
+            });
+        channel.subscribers += 1;
+        let releases = channel.releases.subscribe();
+        let registration = Registration {
+            store: Arc::downgrade(&self.store),
+            shard,
+            keys: keys.clone(),
+        };
+        Ok(ReleaseSignal::new(releases, registration))
     }
 }
 
@@ -138,31 +251,8 @@ impl Backend for MemoryBackend {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
-        Box::pin(async move {
-            let now = Instant::now();
-            let mut state = self.lock_state(keys);
-            if let Some(held) = state.live(keys.lease(), now) {
-                if held.owner == owner {
-                    return Ok(Attempt::Acquired(held.token));
-                }
-                let remaining = held.expires.saturating_duration_since(now);
-                return Ok(Attempt::Held {
-                    remaining: Some(remaining),
-                });
-            }
-            let token = self.store.mint();
-            state.sweep_if_due(now);
-            state.leases.insert(
-                keys.lease().to_owned(),
-                HeldLease {
-                    owner: owner.to_owned(),
-                    token,
-                    expires: now + ttl,
-                },
-            );
-            Ok(Attempt::Acquired(token))
-        })
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::ready(self.acquire_now(keys, owner, ttl))
     }
 
     fn renew<'a>(
@@ -170,63 +260,27 @@ impl Backend for MemoryBackend {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let now = Instant::now();
-            let mut state = self.lock_state(keys);
-            state.live(keys.lease(), now);
-            match state.leases.get_mut(keys.lease()) {
-                Some(lease) if lease.owner == owner => {
-                    lease.expires = now + ttl;
-                    Ok(true)
-                }
-                _ => Ok(false),
-            }
-        })
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::ready(self.renew_now(keys, owner, ttl))
     }
 
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
         owner: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let now = Instant::now();
-            let mut state = self.lock_state(keys);
-            let ours = state
-                .live(keys.lease(), now)
-                .is_some_and(|l| l.owner == owner);
-            if ours {
-                state.leases.remove(keys.lease());
-                state.publish(keys.channel());
-            }
-            Ok(ours)
-        })
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::ready(self.release_now(keys, owner))
     }
 
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
-        Box::pin(async move {
-            let shard = self.store.shards.shard_of(keys.lease());
-            let mut state = self.store.shards.lock(shard);
-            let channel = state
-                .channels
-                .entry(keys.channel().to_owned())
-                .or_insert_with(|| Channel {
-                    releases: watch::channel(0).0,
-                    subscribers: 0,
-                });
-            channel.subscribers += 1;
-            let releases = channel.releases.subscribe();
-            let registration = Registration {
-                store: Arc::downgrade(&self.store),
-                shard,
-                channel: keys.channel().to_owned(),
-            };
-            Ok(ReleaseSignal::new(releases, registration))
-        })
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::ready(self.subscribe_now(keys))
+    }
+
+    fn answers_in_place(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {
@@ -238,7 +292,7 @@ impl Backend for MemoryBackend {
 struct Registration {
     store: Weak<Store>,
     shard: usize,
-    channel: String,
+    keys: StoredKeys,
 }
 
 impl Drop for Registration {
@@ -247,10 +301,10 @@ impl Drop for Registration {
             return;
         };
         let mut state = store.shards.lock(self.shard);
-        if let Some(ch) = state.channels.get_mut(&self.channel) {
+        if let Some(ch) = state.channels.get_mut(&self.keys) {
             ch.subscribers -= 1;
             if ch.subscribers == 0 {
-                state.channels.remove(&self.channel);
+                state.channels.remove(&self.keys);
             }
         }
     }

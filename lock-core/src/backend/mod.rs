@@ -22,6 +22,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -36,8 +37,76 @@ pub mod redis;
 pub use self::memory::MemoryBackend;
 pub use self::redis::RedisBackend;
 
-/// A boxed, sendable future, as the object-safe [`Backend`] returns.
+/// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a [`Backend`] method returns: an answer the store already gave (a
+/// store in this process answers in place, and then nothing is allocated)
+/// or a boxed future for one that has to be awaited.
+///
+/// ```
+/// use lock_core::backend::StoreFuture;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let now: StoreFuture<'_, u32> = StoreFuture::ready(7);
+/// let later: StoreFuture<'_, u32> = StoreFuture::new(async { 8 });
+/// assert_eq!(now.await + later.await, 15);
+/// # }
+/// ```
+#[must_use = "a StoreFuture of a remote store does nothing until awaited"]
+pub struct StoreFuture<'a, T>(Answer<'a, T>);
+
+enum Answer<'a, T> {
+    Ready(Option<T>),
+    Pending(BoxFuture<'a, T>),
+}
+
+impl<'a, T> StoreFuture<'a, T> {
+    /// An answer known now.
+    pub fn ready(value: T) -> Self {
+        StoreFuture(Answer::Ready(Some(value)))
+    }
+
+    /// An answer `future` will give (boxed).
+    pub fn new(future: impl Future<Output = T> + Send + 'a) -> Self {
+        StoreFuture(Answer::Pending(Box::pin(future)))
+    }
+
+    /// The answer if it is known without awaiting, else the future back.
+    pub fn into_ready(self) -> Result<T, Self> {
+        match self.0 {
+            Answer::Ready(Some(value)) => Ok(value),
+            other => Err(StoreFuture(other)),
+        }
+    }
+}
+
+// The answer is moved out, never pinned in place.
+impl<T> Unpin for StoreFuture<'_, T> {}
+
+impl<T> Future for StoreFuture<'_, T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        match &mut self.get_mut().0 {
+            Answer::Ready(value) => {
+                Poll::Ready(value.take().expect("StoreFuture polled after completion"))
+            }
+            Answer::Pending(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for StoreFuture<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0 {
+            Answer::Ready(_) => "ready",
+            Answer::Pending(_) => "pending",
+        };
+        f.debug_tuple("StoreFuture").field(&state).finish()
+    }
+}
 
 /// The outcome of one attempt to take a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +167,7 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Attempt, StoreError>>;
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>>;
 
     /// Extends the lease to `ttl` from now if `owner` still holds it.
     /// Returns `false` when the lease is gone or has another owner.
@@ -107,7 +176,7 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
     /// Ends the lease if `owner` holds it and tells the waiters. Returns
     /// `false` when `owner` did not hold it (nothing is changed then).
@@ -115,14 +184,14 @@ pub trait Backend: Send + Sync + 'static {
         &'a self,
         keys: &'a StoredKeys,
         owner: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
     /// Subscribes to the releases of the lock. The subscription is active
     /// when the returned future resolves.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>>;
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
     /// Waits until `wanted` replicas have every write made so far, for at
     /// most `timeout`, and returns how many did. Stores without replicas
@@ -131,8 +200,15 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         wanted: usize,
         _timeout: Duration,
-    ) -> BoxFuture<'_, Result<usize, StoreError>> {
-        Box::pin(async move { Ok(wanted) })
+    ) -> StoreFuture<'_, Result<usize, StoreError>> {
+        StoreFuture::ready(Ok(wanted))
+    }
+
+    /// Whether every [`StoreFuture`] this backend returns is already
+    /// answered (a store in this process). A guard dropped on such a store
+    /// then releases in place instead of on a spawned task.
+    fn answers_in_place(&self) -> bool {
+        false
     }
 
     /// A short description for logs (`redis 127.0.0.1:6379`, `memory`).

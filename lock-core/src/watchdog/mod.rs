@@ -27,11 +27,12 @@ pub(crate) struct Plan {
 
 mod schedule;
 
-pub(crate) use self::schedule::{WatchdogHandle, Watchdogs};
+pub(crate) use self::schedule::{Control, WatchdogHandle, Watchdogs};
 
-/// When the first renewal of a lease taken now with `ttl` is due.
-pub(crate) fn first_due(ttl: Duration) -> Instant {
-    Instant::now() + ttl / 3
+/// How often a lease of `ttl` is renewed (its first renewal is due this
+/// long after the acquire was sent).
+pub(crate) fn interval(ttl: Duration) -> Duration {
+    ttl / 3
 }
 
 fn retry_delay(interval: Duration) -> Duration {
@@ -40,7 +41,7 @@ fn retry_delay(interval: Duration) -> Duration {
 
 /// Watches `lease` until it is lost; the first renewal is due at `next`.
 async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
-    let interval = lease.ttl / 3;
+    let interval = interval(lease.ttl);
     loop {
         let deadline = lease.deadline();
         let held_too_long = plan.hold_until.is_some_and(|h| next >= h);
@@ -65,7 +66,9 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
             lease.mark_lost(LossReason::NotRenewedInTime);
             return;
         }
-        let renewal = lease.backend.renew(&lease.keys, &lease.owner, lease.ttl);
+        let renewal = lease
+            .backend
+            .renew(&lease.keys, lease.owner.as_str(), lease.ttl);
         let outcome = tokio::select! {
             biased;
             _ = sleep_until(deadline) => None,

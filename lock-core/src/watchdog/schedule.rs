@@ -28,7 +28,7 @@ pub(crate) struct Watchdogs {
 
 /// Due watchdog starts of one runtime, served by its runner task.
 #[derive(Default)]
-struct Timetable {
+pub(crate) struct Timetable {
     table: Mutex<Table>,
     next_seq: AtomicU64,
     /// A new entry became the earliest.
@@ -56,69 +56,62 @@ struct Table {
 struct Entry {
     lease: Arc<LeaseState>,
     plan: Plan,
-    control: Arc<Mutex<State>>,
 }
 
-enum State {
+/// Where one lease's watchdog stands (kept in the lease, so that starting
+/// one allocates nothing).
+#[derive(Default)]
+pub(crate) enum Control {
     /// Waiting in the timetable under this key.
     Scheduled(Weak<Timetable>, (Instant, u64)),
     /// Its task is running.
     Running(AbortHandle),
+    #[default]
     Stopped,
 }
 
 /// Stops one lease's watchdog, whether it has started or not.
-pub(crate) struct WatchdogHandle(Arc<Mutex<State>>);
+pub(crate) struct WatchdogHandle(Arc<LeaseState>);
 
 impl WatchdogHandle {
     /// Stops the watchdog now: a scheduled start is taken out of the
     /// timetable, a running task is aborted.
     pub(crate) fn stop(&self) {
-        let state = std::mem::replace(
-            &mut *self.0.lock().unwrap_or_else(PoisonError::into_inner),
-            State::Stopped,
-        );
-        match state {
-            State::Scheduled(timetable, key) => {
+        let control = std::mem::take(&mut *self.0.watchdog());
+        match control {
+            Control::Scheduled(timetable, key) => {
                 if let Some(timetable) = timetable.upgrade() {
                     timetable.lock().entries.remove(&key);
                 }
             }
-            State::Running(task) => task.abort(),
-            State::Stopped => {}
+            Control::Running(task) => task.abort(),
+            Control::Stopped => {}
         }
     }
 }
 
 impl Watchdogs {
-    /// Watches `lease` from `first_due` on (its first renewal) with `plan`.
+    /// Watches `lease`, taken with a request sent at `sent`, with `plan`;
+    /// its first renewal is due `lead` later.
     /// Must be called on a Tokio runtime.
     pub(crate) fn start(
         &self,
         lease: Arc<LeaseState>,
         plan: Plan,
-        first_due: Instant,
+        sent: Instant,
+        lead: Duration,
     ) -> WatchdogHandle {
+        let first_due = sent + lead;
         let timetable = self.timetable();
         let key = (
             first_due,
             timetable.next_seq.fetch_add(1, Ordering::Relaxed),
         );
-        let control = Arc::new(Mutex::new(State::Scheduled(
-            Arc::downgrade(&timetable),
-            key,
-        )));
+        *lease.watchdog() = Control::Scheduled(Arc::downgrade(&timetable), key);
+        let handle = WatchdogHandle(Arc::clone(&lease));
         let wake_runner = {
             let mut table = timetable.lock();
-            table.entries.insert(
-                key,
-                Entry {
-                    lease,
-                    plan,
-                    control: Arc::clone(&control),
-                },
-            );
-            let lead = first_due.saturating_duration_since(Instant::now());
+            table.entries.insert(key, Entry { lease, plan });
             table.shortest_lead = Some(table.shortest_lead.map_or(lead, |l| l.min(lead)));
             let sooner = table.runner_wakes_at.is_none_or(|at| first_due < at);
             if sooner {
@@ -129,7 +122,7 @@ impl Watchdogs {
         if wake_runner {
             timetable.changed.notify_one();
         }
-        WatchdogHandle(control)
+        handle
     }
 
     /// This runtime's timetable, with a live runner.
@@ -214,11 +207,12 @@ async fn run(timetable: Arc<Timetable>) {
     loop {
         let (due, next) = timetable.take_due();
         for entry in due {
-            let mut state = entry.control.lock().unwrap_or_else(PoisonError::into_inner);
+            let lease = Arc::clone(&entry.lease);
+            let mut control = lease.watchdog();
             // A stop that raced with taking the entry wins.
-            if matches!(*state, State::Scheduled(..)) {
+            if matches!(*control, Control::Scheduled(..)) {
                 let task = tokio::spawn(watch(entry.lease, entry.plan, Instant::now()));
-                *state = State::Running(task.abort_handle());
+                *control = Control::Running(task.abort_handle());
             }
         }
         match next {

@@ -11,7 +11,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use self::pubsub::Hub;
 use self::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-use super::{Attempt, Backend, BoxFuture, ReleaseSignal};
+use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
 use crate::error::StoreError;
 use crate::keys::StoredKeys;
 use crate::token::FencingToken;
@@ -160,8 +160,8 @@ where
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Attempt, StoreError>> {
-        Box::pin(async move {
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move {
             let reply: redis::Value = self
                 .lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
                 .await?;
@@ -174,8 +174,8 @@ where
         keys: &'a StoredKeys,
         owner: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
             let renewed: i64 = self
                 .lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                 .await?;
@@ -187,8 +187,8 @@ where
         &'a self,
         keys: &'a StoredKeys,
         owner: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
             let released: i64 = self
                 .lock_script(&RELEASE_SCRIPT, keys, owner, keys.channel())
                 .await?;
@@ -199,8 +199,8 @@ where
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> BoxFuture<'a, Result<ReleaseSignal, StoreError>> {
-        Box::pin(async move {
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
             match &self.hub {
                 Some(hub) => hub.subscribe(keys.channel()).await,
                 None => Err(StoreError::new(
@@ -215,8 +215,8 @@ where
         &self,
         wanted: usize,
         timeout: Duration,
-    ) -> BoxFuture<'_, Result<usize, StoreError>> {
-        Box::pin(async move {
+    ) -> StoreFuture<'_, Result<usize, StoreError>> {
+        StoreFuture::new(async move {
             // WAIT holds this connection for up to `timeout`: bound it on
             // top of the request timeout.
             let bound = self.timeout + timeout;
