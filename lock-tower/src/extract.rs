@@ -14,6 +14,7 @@ use std::sync::Arc;
 use http::Request;
 use http::header::HeaderName;
 use percent_encoding::percent_decode_str;
+use smallvec::SmallVec;
 
 /// Longest value taken from one path segment, header or query parameter.
 pub const MAX_VALUE_LEN: usize = 256;
@@ -199,8 +200,6 @@ impl<B> KeyExtractor<B> for KeyFrom {
 struct PathTemplate {
     source: String,
     segments: Vec<Segment>,
-    /// Number of capture segments.
-    captures: usize,
     key: Vec<KeyPiece>,
 }
 
@@ -279,7 +278,6 @@ impl PathTemplate {
         Ok(PathTemplate {
             source: path.to_owned(),
             segments,
-            captures: names.len(),
             key: pieces,
         })
     }
@@ -287,31 +285,35 @@ impl PathTemplate {
     /// `None` when the path does not match; else the key or why the values
     /// are unusable.
     fn key_for(&self, path: &str) -> Option<Result<String, String>> {
-        // A path of another shape is not this route's, whatever it holds.
-        if path.split('/').skip(1).count() != self.segments.len() {
-            return None;
-        }
         let mut parts = path.split('/').skip(1);
-        let mut captures: Vec<Cow<'_, str>> = Vec::with_capacity(self.captures);
+        let mut captures: SmallVec<[Cow<'_, str>; 4]> = SmallVec::new();
+        // Reported only once the path is known to have this route's shape.
+        let mut unusable = None;
         for segment in &self.segments {
             let part = parts.next()?;
             match segment {
                 Segment::Literal(literal) if literal == part => {}
                 Segment::Literal(_) => return None,
-                Segment::Capture(name) => match percent_decode_str(part).decode_utf8() {
+                Segment::Capture(_) if unusable.is_some() => {}
+                Segment::Capture(name) => match decoded(part) {
                     Ok(value) => match out_of_bounds(&value) {
                         Some(problem) => {
-                            return Some(Err(format!("path segment `{name}` {problem}")));
+                            unusable = Some(format!("path segment `{name}` {problem}"));
                         }
                         None => captures.push(value),
                     },
-                    Err(_) => {
-                        return Some(Err(format!(
-                            "path segment `{name}` is not UTF-8 once decoded"
-                        )));
+                    Err(()) => {
+                        unusable = Some(format!("path segment `{name}` is not UTF-8 once decoded"));
                     }
                 },
             }
+        }
+        // A path of another shape is not this route's, whatever it holds.
+        if parts.next().is_some() {
+            return None;
+        }
+        if let Some(reason) = unusable {
+            return Some(Err(reason));
         }
         let piece_len = |piece: &KeyPiece| match piece {
             KeyPiece::Text(text) => text.len(),
@@ -326,6 +328,14 @@ impl PathTemplate {
         }
         Some(Ok(key))
     }
+}
+
+/// `part` percent-decoded; borrowed when it holds no escapes.
+fn decoded(part: &str) -> Result<Cow<'_, str>, ()> {
+    if !part.contains('%') {
+        return Ok(Cow::Borrowed(part));
+    }
+    percent_decode_str(part).decode_utf8().map_err(drop)
 }
 
 #[cfg(test)]

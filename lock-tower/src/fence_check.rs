@@ -135,7 +135,7 @@ where
 {
     type Response = Response<LockBody<ResB>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResB, S::Error>;
+    type Future = ResponseFuture<S, ReqB, ResB>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

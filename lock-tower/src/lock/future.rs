@@ -2,73 +2,221 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use http::Response;
+use http::{Request, Response};
+use lock_core::{LockError, LockGuard, Scoped};
 use pin_project::pin_project;
+use tower::Service;
 
-use super::LockBody;
+use super::{LockBody, OnLost};
+use crate::rejection::{DefaultRejection, Reject, Rejection};
 
-type Locked<B, E> = Pin<Box<dyn Future<Output = Result<Response<LockBody<B>>, E>> + Send>>;
+type Acquire = Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>;
+type Lost = Pin<Box<dyn Future<Output = LockError> + Send>>;
 
-/// The response future of [`LockService`](super::LockService).
+/// The response future of [`LockService`](super::LockService) (and of
+/// [`FenceCheck`](crate::FenceCheck)): takes the lock, then runs the inner
+/// service's future in the lock's scope, in place (only the acquisition
+/// itself is boxed).
 #[pin_project]
-pub struct ResponseFuture<F, B, E> {
+pub struct ResponseFuture<S, ReqB, B, R = DefaultRejection>
+where
+    S: Service<Request<ReqB>>,
+{
     #[pin]
-    kind: Kind<F, B, E>,
+    state: State<S, ReqB, B, R>,
 }
 
-#[pin_project(project = KindProj)]
-enum Kind<F, B, E> {
+#[pin_project(project = StateProj)]
+enum State<S, ReqB, B, R>
+where
+    S: Service<Request<ReqB>>,
+{
     /// No key: the inner future as is.
     Passthrough {
         #[pin]
-        future: F,
+        future: S::Future,
     },
-    /// Waiting for the lock, then the handler.
-    Locked { future: Locked<B, E> },
-    /// Answered without calling the inner service.
+    /// Waiting for the lock; the request waits with it.
+    Locking {
+        acquire: Acquire,
+        call: Option<Call<S, ReqB, R>>,
+    },
+    /// The handler runs as the lock's holder.
+    Serving {
+        #[pin]
+        handler: Scoped<S::Future>,
+        /// Resolves if the lease is lost (`OnLost::Abort` only).
+        lost: Option<Lost>,
+        guard: Option<LockGuard>,
+        answer: Option<Answer<R>>,
+    },
+    /// Answered without the inner service (or finished).
     Ready {
         response: Option<Response<LockBody<B>>>,
     },
 }
 
-impl<F, B, E> ResponseFuture<F, B, E> {
-    pub(crate) fn passthrough(future: F) -> Self {
-        ResponseFuture {
-            kind: Kind::Passthrough { future },
-        }
-    }
+/// What the handler call needs once the lock is held.
+struct Call<S, ReqB, R> {
+    inner: S,
+    request: Request<ReqB>,
+    on_lost: OnLost,
+    answer: Answer<R>,
+}
 
-    pub(crate) fn locked(future: Locked<B, E>) -> Self {
+/// How to answer a request whose lock could not be had or was lost.
+struct Answer<R> {
+    key: String,
+    reject: R,
+    grpc: bool,
+}
+
+impl<R: Reject> Answer<R> {
+    fn reject<B>(self, rejection: Rejection) -> Response<LockBody<B>> {
+        self.reject.reject(rejection, self.grpc).map(LockBody::full)
+    }
+}
+
+impl<S, ReqB, B, R> ResponseFuture<S, ReqB, B, R>
+where
+    S: Service<Request<ReqB>>,
+{
+    pub(crate) fn passthrough(future: S::Future) -> Self {
         ResponseFuture {
-            kind: Kind::Locked { future },
+            state: State::Passthrough { future },
         }
     }
 
     pub(crate) fn ready(response: Response<LockBody<B>>) -> Self {
         ResponseFuture {
-            kind: Kind::Ready {
+            state: State::Ready {
                 response: Some(response),
+            },
+        }
+    }
+
+    /// Waits for `acquire`, then calls `inner` with `request`.
+    pub(crate) fn locking(
+        acquire: Acquire,
+        inner: S,
+        request: Request<ReqB>,
+        on_lost: OnLost,
+        (key, reject, grpc): (String, R, bool),
+    ) -> Self {
+        ResponseFuture {
+            state: State::Locking {
+                acquire,
+                call: Some(Call {
+                    inner,
+                    request,
+                    on_lost,
+                    answer: Answer { key, reject, grpc },
+                }),
             },
         }
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B, E>
+impl<S, ReqB, B, R> Future for ResponseFuture<S, ReqB, B, R>
 where
-    F: Future<Output = Result<Response<B>, E>>,
+    S: Service<Request<ReqB>, Response = Response<B>>,
+    R: Reject,
 {
-    type Output = Result<Response<LockBody<B>>, E>;
+    type Output = Result<Response<LockBody<B>>, S::Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Passthrough { future } => {
-                let response = ready!(future.poll(cx))?;
-                Poll::Ready(Ok(response.map(LockBody::plain)))
-            }
-            KindProj::Locked { future } => future.as_mut().poll(cx),
-            KindProj::Ready { response } => Poll::Ready(Ok(response
-                .take()
-                .expect("ResponseFuture polled after completion"))),
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let next = match self.as_mut().project().state.project() {
+                StateProj::Passthrough { future } => {
+                    let response = ready!(future.poll(cx))?;
+                    return Poll::Ready(Ok(response.map(LockBody::plain)));
+                }
+                StateProj::Ready { response } => {
+                    let response = response
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Locking { acquire, call } => {
+                    let acquired = ready!(acquire.as_mut().poll(cx));
+                    let call = call.take().expect("ResponseFuture polled after completion");
+                    start(acquired, call)
+                }
+                StateProj::Serving {
+                    handler,
+                    lost,
+                    guard,
+                    answer,
+                } => {
+                    // The handler first: a response ready now is sent even
+                    // if the lease was lost meanwhile (fenced writes catch
+                    // the overlap).
+                    if let Poll::Ready(response) = handler.poll(cx) {
+                        let guard = guard.take().expect("the guard stays until the end");
+                        let response = response?;
+                        return Poll::Ready(Ok(response.map(|body| LockBody::locked(body, guard))));
+                    }
+                    let Some(lost) = lost else {
+                        return Poll::Pending;
+                    };
+                    ready!(lost.as_mut().poll(cx));
+                    let token = guard
+                        .as_ref()
+                        .expect("the guard stays until the end")
+                        .token();
+                    let answer = answer.take().expect("answered once");
+                    let rejection = Rejection::Lost {
+                        key: answer.key.clone(),
+                        token,
+                    };
+                    // Dropping the handler's future and the guard here.
+                    State::Ready {
+                        response: Some(answer.reject(rejection)),
+                    }
+                }
+            };
+            self.as_mut().project().state.set(next);
         }
+    }
+}
+
+/// The state after the lock's acquisition ended: the handler running as
+/// the holder, or the rejection.
+fn start<S, ReqB, B, R>(
+    acquired: Result<LockGuard, LockError>,
+    call: Call<S, ReqB, R>,
+) -> State<S, ReqB, B, R>
+where
+    S: Service<Request<ReqB>>,
+    R: Reject,
+{
+    let Call {
+        mut inner,
+        mut request,
+        on_lost,
+        answer,
+    } = call;
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(error) => {
+            tracing::debug!(key = %answer.key, %error, "request not locked");
+            let rejection = Rejection::from_error(&answer.key, error);
+            return State::Ready {
+                response: Some(answer.reject(rejection)),
+            };
+        }
+    };
+    request.extensions_mut().insert(guard.token());
+    request.extensions_mut().insert(guard.lease());
+    let handler = guard.scope(inner.call(request));
+    let lost = match on_lost {
+        OnLost::Abort => Some(Box::pin(guard.lost()) as Lost),
+        OnLost::Continue => None,
+    };
+    State::Serving {
+        handler,
+        lost,
+        guard: Some(guard),
+        answer: Some(answer),
     }
 }

@@ -1,3 +1,4 @@
+use std::future::IntoFuture;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -7,7 +8,7 @@ use lock_core::{LockError, Locker};
 use tower::Service;
 
 use super::future::ResponseFuture;
-use super::{LockBody, OnLost, Settings};
+use super::{LockBody, Settings};
 use crate::extract::KeyExtractor;
 use crate::rejection::{Reject, Rejection};
 
@@ -54,17 +55,14 @@ fn is_grpc<B>(request: &Request<B>) -> bool {
 
 impl<S, K, R, ReqB, ResB> Service<Request<ReqB>> for LockService<S, K, R>
 where
-    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     K: KeyExtractor<ReqB>,
     R: Reject,
-    ReqB: Send + 'static,
-    ResB: Body<Data = Bytes> + Send + 'static,
+    ResB: Body<Data = Bytes>,
 {
     type Response = Response<LockBody<ResB>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResB, S::Error>;
+    type Future = ResponseFuture<S, ReqB, ResB, R>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -85,69 +83,23 @@ where
             let answer = self.reject.reject(Rejection::InvalidKey { reason }, grpc);
             return ResponseFuture::ready(answer.map(LockBody::full));
         }
+        let mut lock = self.locker.lock(key.as_str());
+        if let Some(ttl) = self.settings.ttl {
+            lock = lock.ttl(ttl);
+        }
+        if let Some(wait) = self.settings.wait {
+            lock = lock.wait(wait);
+        }
         // The ready service goes with this request; a clone stays behind
         // (tower's "be careful when cloning inner services").
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let locked = serve_locked(
+        ResponseFuture::locking(
+            lock.into_future(),
             inner,
-            self.locker.clone(),
-            key,
-            self.settings,
-            self.reject.clone(),
-            grpc,
             request,
-        );
-        ResponseFuture::locked(Box::pin(locked))
+            self.settings.on_lost,
+            (key, self.reject.clone(), grpc),
+        )
     }
-}
-
-/// Takes the lock, runs the handler as its holder, and hands the guard to
-/// the response body.
-async fn serve_locked<S, R, ReqB, ResB>(
-    mut inner: S,
-    locker: Locker,
-    key: String,
-    settings: Settings,
-    reject: R,
-    grpc: bool,
-    mut request: Request<ReqB>,
-) -> Result<Response<LockBody<ResB>>, S::Error>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    R: Reject,
-{
-    let mut lock = locker.lock(key.as_str());
-    if let Some(ttl) = settings.ttl {
-        lock = lock.ttl(ttl);
-    }
-    if let Some(wait) = settings.wait {
-        lock = lock.wait(wait);
-    }
-    let guard = match lock.await {
-        Ok(guard) => guard,
-        Err(error) => {
-            tracing::debug!(%key, %error, "request not locked");
-            let answer = reject.reject(Rejection::from_error(&key, error), grpc);
-            return Ok(answer.map(LockBody::full));
-        }
-    };
-    request.extensions_mut().insert(guard.token());
-    request.extensions_mut().insert(guard.lease());
-    let handler = guard.scope(inner.call(request));
-    let response = match settings.on_lost {
-        OnLost::Continue => handler.await?,
-        OnLost::Abort => {
-            let lost = guard.lost();
-            tokio::select! {
-                biased;
-                response = handler => response?,
-                _ = lost => {
-                    let rejection = Rejection::Lost { key, token: guard.token() };
-                    return Ok(reject.reject(rejection, grpc).map(LockBody::full));
-                }
-            }
-        }
-    };
-    Ok(response.map(|body| LockBody::locked(body, guard)))
 }
