@@ -21,7 +21,10 @@ use tokio::time::Instant;
 use crate::stats::{Percentiles, Row};
 
 /// How long each load runs.
-const RUN_FOR: Duration = Duration::from_millis(800);
+const RUN_FOR: Duration = Duration::from_millis(500);
+
+/// Loads per stack and round; the best one counts.
+pub const REPEATS: usize = 3;
 
 /// The route's stack: bare, or behind a `LockLayer` on a lock-core
 /// subject (its Locker and label).
@@ -63,10 +66,10 @@ struct Load {
 }
 
 /// Serves the route on `stack` and loads it from `connections` connections.
-pub async fn l(stack: Stack<'_>, connections: usize) -> Row {
+pub async fn l(stack: &Stack<'_>, connections: usize) -> Row {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(axum::serve(listener, app(&stack)).into_future());
+    let server = tokio::spawn(axum::serve(listener, app(stack)).into_future());
     let exe = std::env::current_exe().expect("own executable");
     let output = tokio::process::Command::new(exe)
         .arg("child")
