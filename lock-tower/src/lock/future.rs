@@ -45,7 +45,9 @@ where
     Serving {
         #[pin]
         handler: Scoped<S::Future>,
-        /// Resolves if the lease is lost (`OnLost::Abort` only).
+        on_lost: OnLost,
+        /// Resolves if the lease is lost; made once the handler has to wait
+        /// (most answer on their first poll, and then need none).
         lost: Option<Lost>,
         guard: Option<LockGuard>,
         answer: Option<Answer<R>>,
@@ -144,6 +146,7 @@ where
                 }
                 StateProj::Serving {
                     handler,
+                    on_lost,
                     lost,
                     guard,
                     answer,
@@ -156,14 +159,14 @@ where
                         let response = response?;
                         return Poll::Ready(Ok(response.map(|body| LockBody::locked(body, guard))));
                     }
-                    let Some(lost) = lost else {
+                    let guard = guard.as_ref().expect("the guard stays until the end");
+                    if *on_lost == OnLost::Continue {
                         return Poll::Pending;
-                    };
+                    }
+                    // A loss before this point is seen at this first poll.
+                    let lost = lost.get_or_insert_with(|| Box::pin(guard.lost()));
                     ready!(lost.as_mut().poll(cx));
-                    let token = guard
-                        .as_ref()
-                        .expect("the guard stays until the end")
-                        .token();
+                    let token = guard.token();
                     let answer = answer.take().expect("answered once");
                     let rejection = Rejection::Lost {
                         key: answer.key.clone(),
@@ -209,13 +212,10 @@ where
     request.extensions_mut().insert(guard.token());
     request.extensions_mut().insert(guard.lease());
     let handler = guard.scope(inner.call(request));
-    let lost = match on_lost {
-        OnLost::Abort => Some(Box::pin(guard.lost()) as Lost),
-        OnLost::Continue => None,
-    };
     State::Serving {
         handler,
-        lost,
+        on_lost,
+        lost: None,
         guard: Some(guard),
         answer: Some(answer),
     }
