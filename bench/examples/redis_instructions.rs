@@ -3,7 +3,9 @@
 //! run after run. One task locks and releases distinct keys, so every
 //! command arrives alone (no pipelining evens anything out); the reference
 //! pair (one `SET`, one `EVALSHA` of a one-call script) and rslock run on
-//! the same server.
+//! the same server. A last row has 16 tasks share one Locker, so that its
+//! acquires and releases share script calls (how many per call varies from
+//! run to run, and the count with it).
 //!
 //! `cargo run --release -p lock-bench --example redis_instructions`
 //!
@@ -22,6 +24,8 @@ use lock_testkit::RedisServer;
 const CYCLES: usize = 1000;
 const WARM_UP: usize = 50;
 const TTL: Duration = Duration::from_secs(30);
+/// Tasks of the shared-Locker row.
+const TASKS: usize = 16;
 
 /// One way to lock and release `CYCLES` distinct keys, one after another.
 enum Subject {
@@ -29,6 +33,8 @@ enum Subject {
     Reference(redis::aio::MultiplexedConnection, redis::Script),
     Rslock(rslock::LockManager),
     Core(Locker),
+    /// 16 tasks sharing one Locker, each locking its own keys.
+    Shared(Locker),
 }
 
 impl Subject {
@@ -37,6 +43,7 @@ impl Subject {
             Subject::Reference(..) => "reference: SET + EVALSHA pair",
             Subject::Rslock(_) => "rslock 0.10",
             Subject::Core(_) => "lock-core redis",
+            Subject::Shared(_) => "lock-core redis, 16 tasks (shared calls)",
         }
     }
 
@@ -67,6 +74,21 @@ impl Subject {
             Subject::Core(locker) => {
                 let guard = locker.lock(key).ttl(TTL).await.expect("lock-core lock");
                 guard.release().await.expect("lock-core release");
+            }
+            Subject::Shared(locker) => {
+                // One cycle here is 16 lock + release pairs, one per task.
+                let tasks: Vec<_> = (0..TASKS)
+                    .map(|task| {
+                        let (locker, key) = (locker.clone(), format!("{key}:{task}"));
+                        tokio::spawn(async move {
+                            let guard = locker.lock(key).ttl(TTL).await.expect("lock-core lock");
+                            guard.release().await.expect("lock-core release");
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("task");
+                }
             }
         }
     }
@@ -124,6 +146,7 @@ async fn main() {
         ),
         Subject::Rslock(rslock::LockManager::new(vec![url.clone()])),
         Subject::Core(Locker::redis(&url).await.expect("connect")),
+        Subject::Shared(Locker::redis(&url).await.expect("connect")),
     ];
     println!("| subject | Redis instructions per lock + release | × rslock |");
     println!("|---|---|---|");
@@ -132,12 +155,19 @@ async fn main() {
         for i in 0..WARM_UP {
             subject.cycle(&format!("warm:{n}:{i}")).await;
         }
+        // About the same number of lock + release pairs for every subject.
+        let per_cycle = match subject {
+            Subject::Shared(_) => TASKS,
+            _ => 1,
+        };
+        let cycles = CYCLES / per_cycle;
         control("-z", pid);
-        for i in 0..CYCLES {
+        for i in 0..cycles {
             subject.cycle(&format!("key:{n}:{i}")).await;
         }
         control("-d", pid);
-        counts.push((subject.label(), newest_total(dumps.path()) / CYCLES as u64));
+        let pairs = (cycles * per_cycle) as u64;
+        counts.push((subject.label(), newest_total(dumps.path()) / pairs));
     }
     let rslock = counts[1].1 as f64;
     for (label, count) in counts {

@@ -157,6 +157,51 @@ async fn no_token_bookkeeping_is_left_behind() {
     assert!(keys.is_empty(), "left behind: {keys:?}");
 }
 
+/// Acquires and releases of concurrent tasks share script calls: the
+/// server sees fewer calls than operations, every lock is taken and given
+/// back in order (each task's tokens rise per key), and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_lock_operations_share_script_calls() {
+    const TASKS: usize = 16;
+    const ROUNDS: usize = 40;
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let mut conn = server.connection().await;
+    let before = command_calls(&mut conn, "evalsha").await + command_calls(&mut conn, "eval").await;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                let mut last = [None::<FencingToken>; 4];
+                for round in 0..ROUNDS {
+                    let key = format!("order:{task}:{}", round % 4);
+                    let guard = locker.lock(&key).await.unwrap();
+                    let previous = last[round % 4].replace(guard.token());
+                    assert!(
+                        previous < Some(guard.token()),
+                        "{key}: {previous:?} then {}",
+                        guard.token()
+                    );
+                    guard.release().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let calls =
+        command_calls(&mut conn, "evalsha").await + command_calls(&mut conn, "eval").await - before;
+    let operations = (TASKS * ROUNDS * 2) as u64;
+    eprintln!("{operations} lock operations in {calls} script calls");
+    assert!(
+        calls < operations * 3 / 4,
+        "{calls} script calls for {operations} lock operations"
+    );
+    let keys = all_keys(&mut conn).await;
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
 /// A token record ahead of the server clock (tokens minted faster than the
 /// clock, or a clock stepped back) is honoured, and carried on past a lease
 /// that expires or is released while its token still leads the clock.

@@ -1,14 +1,17 @@
 //! The Redis backend: leases as `SET PX` keys, owner-checked scripts, tokens
 //! from the server clock, releases published on a per-lock channel.
 
+mod batch;
 mod pubsub;
 mod scripts;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
+use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
 use self::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
@@ -26,8 +29,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// ([`ConnectionManager`]); release notifications over one shared pub/sub
 /// connection. Every request is bounded by the timeout: a request that runs
 /// out of it may have been applied, and the error says so.
+///
+/// On a connection made by [`connect`](Self::connect), acquires and releases
+/// that arrive while another call is on its way go together in the next
+/// script call (in order), which saves the server and the client work per
+/// lock under load; [`with_connection`](Self::with_connection) (which may be
+/// a cluster connection, where one call cannot span slots) sends each alone.
 pub struct RedisBackend<C = ConnectionManager> {
     connection: C,
+    batcher: Option<Arc<Batcher<C>>>,
     hub: Option<Hub>,
     timeout: Duration,
     description: String,
@@ -53,6 +63,7 @@ impl RedisBackend<ConnectionManager> {
             .map_err(|err| StoreError::new(err, false))?;
         let description = format!("redis {}", client.get_connection_info().addr());
         Ok(RedisBackend {
+            batcher: Some(Batcher::new(connection.clone(), timeout)),
             connection,
             hub: Some(Hub::new(client, timeout)),
             timeout,
@@ -75,6 +86,7 @@ where
     ) -> Self {
         RedisBackend {
             connection,
+            batcher: None,
             hub: pubsub.map(|client| Hub::new(client, timeout)),
             timeout,
             description: "redis".to_owned(),
@@ -162,9 +174,17 @@ where
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
-            let reply: redis::Value = self
-                .lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
-                .await?;
+            let reply: redis::Value = match &self.batcher {
+                Some(batcher) => {
+                    batcher
+                        .run(Operation::Acquire(millis(ttl)), keys, owner)
+                        .await?
+                }
+                None => {
+                    self.lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
+                        .await?
+                }
+            };
             acquire_outcome(reply)
         })
     }
@@ -189,9 +209,16 @@ where
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
-            let released: i64 = self
-                .lock_script(&RELEASE_SCRIPT, keys, owner, keys.channel())
-                .await?;
+            let released: i64 = match &self.batcher {
+                Some(batcher) => {
+                    let reply = batcher.run(Operation::Release, keys, owner).await?;
+                    redis::from_redis_value(reply).map_err(|err| StoreError::new(err, true))?
+                }
+                None => {
+                    self.lock_script(&RELEASE_SCRIPT, keys, owner, keys.channel())
+                        .await?
+                }
+            };
             Ok(released == 1)
         })
     }

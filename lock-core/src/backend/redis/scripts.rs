@@ -24,11 +24,14 @@ use redis::Script;
 // (glibc's `%.0f` is dearer than the SET), and a token built from TIME's
 // digits instead of parsed and printed back.
 
-/// Lua condition: the lease value `holder` is `<ARGV[1]>|...` (124 is `|`;
-/// `n` is `#ARGV[1]`).
-macro_rules! held_by_caller {
-    () => {
-        "string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == ARGV[1]"
+/// Lua condition: the lease value `holder` is `<owner>|...`, for the Lua
+/// expression `owner` (124 is `|`; `n` is the owner's length).
+macro_rules! held_by {
+    ($owner:literal) => {
+        concat!(
+            "string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == ",
+            $owner
+        )
     };
 }
 
@@ -57,7 +60,7 @@ local holder = found[1]
 if holder then
   local n = #ARGV[1]
   if "#,
-    held_by_caller!(),
+    held_by!("ARGV[1]"),
     r#" then return "#,
     caller_token!(),
     r#" end
@@ -91,7 +94,7 @@ const RENEW: &str = concat!(
 local holder = redis.call('GET', KEYS[1])
 local n = #ARGV[1]
 if not holder or not ("#,
-    held_by_caller!(),
+    held_by!("ARGV[1]"),
     r#") then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
@@ -106,7 +109,7 @@ const RELEASE: &str = concat!(
 local holder = redis.call('GET', KEYS[1])
 local n = #ARGV[1]
 if not holder or not ("#,
-    held_by_caller!(),
+    held_by!("ARGV[1]"),
     r#") then return 0 end
 redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
@@ -125,9 +128,88 @@ return 1
 "#
 );
 
+/// KEYS: the lease and the token record of each operation in turn. ARGV:
+/// three per operation: `a` (acquire) or `r` (release), the owner, then the
+/// ttl in ms (acquire) or the release channel (release). Runs the operations
+/// in order, each as ACQUIRE or RELEASE would, and replies with one value per
+/// operation as they do. TIME is read once per call, by the first operation
+/// that needs it; a token record keeps tokens of one key rising within a call.
+const BATCH: &str = concat!(
+    r#"
+local t, clock, now
+local out = {}
+for i = 1, #KEYS / 2 do
+  local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
+  local owner, extra = ARGV[3 * i - 1], ARGV[3 * i]
+  local n = #owner
+  if ARGV[3 * i - 2] == 'a' then
+    local found = redis.call('MGET', lease, fence)
+    local holder = found[1]
+    if holder then
+      if "#,
+    held_by!("owner"),
+    r#" then
+        out[i] = "#,
+    caller_token!(),
+    r#"
+      else
+        if not ("#,
+    marked!(),
+    r#") then redis.call('APPEND', lease, '|w') end
+        out[i] = -1 - redis.call('PTTL', lease)
+      end
+    else
+      if not t then
+        t = redis.call('TIME')
+        clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+      end
+      local token = clock
+      local last = found[2]
+      if last then
+        local at = tonumber(clock)
+        local next = math.max(at, tonumber(last) + 1)
+        token = string.format('%.0f', next)
+        if next >= at + tonumber(extra) * 1000 then
+          redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
+        end
+      end
+      redis.call('SET', lease, owner .. '|' .. token, 'PX', extra)
+      out[i] = token
+    end
+  else
+    local holder = redis.call('GET', lease)
+    if not holder or not ("#,
+    held_by!("owner"),
+    r#") then
+      out[i] = 0
+    else
+      redis.call('DEL', lease)
+      if not t then
+        t = redis.call('TIME')
+        clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+      end
+      if not now then now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
+      local token = tonumber("#,
+    caller_token!(),
+    r#")
+      if token >= now then
+        redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+      end
+      if "#,
+    marked!(),
+    r#" then redis.call('PUBLISH', extra, '1') end
+      out[i] = 1
+    end
+  end
+end
+return out
+"#
+);
+
 pub(super) static ACQUIRE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE));
 pub(super) static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
 pub(super) static RELEASE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE));
+pub(super) static BATCH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(BATCH));
 
 #[cfg(test)]
 mod tests {
@@ -139,5 +221,6 @@ mod tests {
         assert!(RENEW.contains("if not holder or not (string.byte(holder, n + 1)"));
         assert!(RELEASE.contains("local token = tonumber(string.match(holder, '^%d+', n + 2))"));
         assert!(RELEASE.contains("if string.byte(holder, -1) == 119 then redis.call('PUBLISH'"));
+        assert!(BATCH.contains("string.sub(holder, 1, n) == owner then"));
     }
 }
