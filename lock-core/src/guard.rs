@@ -12,7 +12,7 @@ use crate::error::{LockError, LossReason, Operation};
 use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;
-use crate::watchdog::WatchdogHandle;
+use crate::watchdog;
 
 /// A held lock: a lease in the store, kept alive by a watchdog while the
 /// guard lives.
@@ -54,22 +54,17 @@ pub struct LockGuard {
 
 enum Role {
     /// This guard took the lease; it renews and releases it.
-    Owner {
-        watchdog: Option<WatchdogHandle>,
-        released: bool,
-    },
+    Owner { released: bool },
     /// A nested acquire inside the owner's scope; releasing it does nothing.
     Reentrant,
 }
 
 impl LockGuard {
-    pub(crate) fn owner(lease: Arc<LeaseState>, watchdog: WatchdogHandle) -> Self {
+    /// The guard of a lease whose watchdog has been started.
+    pub(crate) fn owner(lease: Arc<LeaseState>) -> Self {
         LockGuard {
             lease,
-            role: Role::Owner {
-                watchdog: Some(watchdog),
-                released: false,
-            },
+            role: Role::Owner { released: false },
         }
     }
 
@@ -170,15 +165,13 @@ impl LockGuard {
     /// dropped with it and the release goes on in the background.
     pub async fn release(mut self) -> Result<(), LockError> {
         let lease = Arc::clone(&self.lease);
-        let Role::Owner { watchdog, released } = &mut self.role else {
+        let Role::Owner { released } = &mut self.role else {
             return match lease.status() {
                 Status::Lost(reason) => Err(lease.lost_error(reason)),
                 _ => Ok(()),
             };
         };
-        if let Some(watchdog) = watchdog.take() {
-            watchdog.stop();
-        }
+        watchdog::stop(&lease);
         let locally_lost = lease.end();
         let outcome = lease.release_in_store().await;
         *released = true;
@@ -198,12 +191,10 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Role::Owner { watchdog, released } = &mut self.role else {
+        let Role::Owner { released } = &mut self.role else {
             return;
         };
-        if let Some(watchdog) = watchdog.take() {
-            watchdog.stop();
-        }
+        watchdog::stop(&self.lease);
         if *released {
             return;
         }

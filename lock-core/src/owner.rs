@@ -53,7 +53,7 @@ impl Owner {
 
     pub(crate) fn as_str(&self) -> &str {
         // Only ever filled from whole `&str`s.
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 

@@ -195,14 +195,14 @@ impl LockRequest {
                         renew: self.watchdog,
                         hold_until: inner.config.max_hold.map(|h| sent + h),
                     };
-                    let handle = inner.watchdogs.start(
+                    inner.watchdogs.start(
                         Arc::clone(&lease),
                         plan,
                         sent,
                         watchdog::interval(self.ttl),
                     );
                     // From here a dropped future drops the guard, which releases.
-                    let guard = LockGuard::owner(lease, handle);
+                    let guard = LockGuard::owner(lease);
                     let guard = if inner.config.replicas.is_some() {
                         Box::pin(self.confirm_replicas(guard)).await?
                     } else {

@@ -34,17 +34,11 @@ pub(crate) struct LocalQueues {
     max_waiters: usize,
 }
 
-type Lines = KeyMap<Line>;
-
-/// The line of one key: present while a task holds or takes its slot.
-#[derive(Debug)]
-enum Line {
-    /// One task has the slot and nobody waits: the common case, which
-    /// allocates nothing beyond the map entry.
-    Held,
-    /// Tasks wait (or a handed-over slot is not yet taken).
-    Queued(Arc<Queue>),
-}
+/// The line of each key, present while a task holds or takes its slot:
+/// `None` while nobody waits (the common case, which allocates nothing
+/// beyond the map entry), else the queue of waiters (or of a handed-over
+/// slot not yet taken).
+type Lines = KeyMap<Option<Arc<Queue>>>;
 
 /// Waiters of one key, in FIFO order. The slot is the semaphore's one
 /// permit; it is out (held, not in the semaphore) while a task has the
@@ -68,7 +62,7 @@ impl Drop for LocalSlot {
     fn drop(&mut self) {
         let mut lines = self.queues.lines(&self.keys);
         let handed_over = match lines.get(&self.keys) {
-            Some(Line::Queued(queue)) if Arc::strong_count(queue) > 1 => {
+            Some(Some(queue)) if Arc::strong_count(queue) > 1 => {
                 queue.gate.add_permits(1);
                 true
             }
@@ -139,12 +133,12 @@ impl LocalQueues {
         let mut lines = self.lines(keys);
         let line = match lines.entry(keys.clone()) {
             Entry::Vacant(free) => {
-                free.insert(Line::Held);
+                free.insert(None);
                 return Ok(Found::Slot);
             }
             Entry::Occupied(line) => line.into_mut(),
         };
-        if let Line::Queued(queue) = line {
+        if let Some(queue) = line {
             // A slot handed over to a waiter that gave up.
             if let Ok(permit) = queue.gate.try_acquire() {
                 permit.forget();
@@ -154,19 +148,12 @@ impl LocalQueues {
         if !join {
             return Err(NoSlot::Busy);
         }
-        let queue = match line {
-            Line::Queued(queue) => queue,
-            Line::Held => {
-                *line = Line::Queued(Arc::new(Queue {
-                    gate: Semaphore::new(0),
-                    waiting: AtomicUsize::new(0),
-                }));
-                let Line::Queued(queue) = line else {
-                    unreachable!("just set")
-                };
-                queue
-            }
-        };
+        let queue = line.get_or_insert_with(|| {
+            Arc::new(Queue {
+                gate: Semaphore::new(0),
+                waiting: AtomicUsize::new(0),
+            })
+        });
         if queue.waiting.load(Ordering::Relaxed) >= self.max_waiters {
             return Err(NoSlot::Full);
         }
@@ -220,7 +207,7 @@ impl LocalQueues {
     /// Tasks waiting in line for `keys` (not counting the head).
     pub(crate) fn waiting(&self, keys: &StoredKeys) -> usize {
         match self.lines(keys).get(keys) {
-            Some(Line::Queued(queue)) => queue.waiting.load(Ordering::Relaxed),
+            Some(Some(queue)) => queue.waiting.load(Ordering::Relaxed),
             _ => 0,
         }
     }

@@ -166,33 +166,24 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         state.sweep_if_due(now);
-        let fresh = |token| HeldLease {
+        if let Some(held) = state.leases.get(keys).filter(|held| held.expires > now) {
+            if held.owner.is(owner) {
+                return Ok(Attempt::Acquired(held.token));
+            }
+            let remaining = held.expires.saturating_duration_since(now);
+            return Ok(Attempt::Held {
+                remaining: Some(remaining),
+            });
+        }
+        // Free, or held by a lease that has expired.
+        let token = self.store.mint();
+        let lease = HeldLease {
             owner: HeldBy::new(owner),
             token,
             expires: now + ttl,
         };
-        match state.leases.entry(keys.clone()) {
-            Entry::Occupied(held) if held.get().expires > now => {
-                let held = held.get();
-                if held.owner.is(owner) {
-                    return Ok(Attempt::Acquired(held.token));
-                }
-                let remaining = held.expires.saturating_duration_since(now);
-                Ok(Attempt::Held {
-                    remaining: Some(remaining),
-                })
-            }
-            Entry::Occupied(mut expired) => {
-                let token = self.store.mint();
-                expired.insert(fresh(token));
-                Ok(Attempt::Acquired(token))
-            }
-            Entry::Vacant(free) => {
-                let token = self.store.mint();
-                free.insert(fresh(token));
-                Ok(Attempt::Acquired(token))
-            }
-        }
+        state.leases.insert(keys.clone(), lease);
+        Ok(Attempt::Acquired(token))
     }
 
     fn renew_now(&self, keys: &StoredKeys, owner: &str, ttl: Duration) -> Result<bool, StoreError> {

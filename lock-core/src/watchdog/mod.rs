@@ -27,7 +27,7 @@ pub(crate) struct Plan {
 
 mod schedule;
 
-pub(crate) use self::schedule::{Control, WatchdogHandle, Watchdogs};
+pub(crate) use self::schedule::{Control, Watchdogs, stop};
 
 /// How often a lease of `ttl` is renewed (its first renewal is due this
 /// long after the acquire was sent).

@@ -70,23 +70,19 @@ pub(crate) enum Control {
     Stopped,
 }
 
-/// Stops one lease's watchdog, whether it has started or not.
-pub(crate) struct WatchdogHandle(Arc<LeaseState>);
-
-impl WatchdogHandle {
-    /// Stops the watchdog now: a scheduled start is taken out of the
-    /// timetable, a running task is aborted.
-    pub(crate) fn stop(&self) {
-        let control = std::mem::take(&mut *self.0.watchdog());
-        match control {
-            Control::Scheduled(timetable, key) => {
-                if let Some(timetable) = timetable.upgrade() {
-                    timetable.lock().entries.remove(&key);
-                }
+/// Stops `lease`'s watchdog now, whether it has started or not (again: a
+/// no-op): a scheduled start is taken out of the timetable, a running task
+/// is aborted.
+pub(crate) fn stop(lease: &LeaseState) {
+    let control = std::mem::take(&mut *lease.watchdog());
+    match control {
+        Control::Scheduled(timetable, key) => {
+            if let Some(timetable) = timetable.upgrade() {
+                timetable.lock().entries.remove(&key);
             }
-            Control::Running(task) => task.abort(),
-            Control::Stopped => {}
         }
+        Control::Running(task) => task.abort(),
+        Control::Stopped => {}
     }
 }
 
@@ -94,13 +90,7 @@ impl Watchdogs {
     /// Watches `lease`, taken with a request sent at `sent`, with `plan`;
     /// its first renewal is due `lead` later.
     /// Must be called on a Tokio runtime.
-    pub(crate) fn start(
-        &self,
-        lease: Arc<LeaseState>,
-        plan: Plan,
-        sent: Instant,
-        lead: Duration,
-    ) -> WatchdogHandle {
+    pub(crate) fn start(&self, lease: Arc<LeaseState>, plan: Plan, sent: Instant, lead: Duration) {
         let first_due = sent + lead;
         let timetable = self.timetable();
         let key = (
@@ -108,7 +98,6 @@ impl Watchdogs {
             timetable.next_seq.fetch_add(1, Ordering::Relaxed),
         );
         *lease.watchdog() = Control::Scheduled(Arc::downgrade(&timetable), key);
-        let handle = WatchdogHandle(Arc::clone(&lease));
         let wake_runner = {
             let mut table = timetable.lock();
             table.entries.insert(key, Entry { lease, plan });
@@ -122,7 +111,6 @@ impl Watchdogs {
         if wake_runner {
             timetable.changed.notify_one();
         }
-        handle
     }
 
     /// This runtime's timetable, with a live runner.

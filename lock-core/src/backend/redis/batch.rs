@@ -15,12 +15,11 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use redis::Script;
 use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
 
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT};
-use super::within;
+use super::{lock_invocation, within};
 use crate::error::StoreError;
 use crate::keys::StoredKeys;
 
@@ -30,12 +29,27 @@ const MAX_BATCH: usize = 64;
 /// Most calls on their way at once.
 pub(super) const MAX_IN_FLIGHT: usize = 2;
 
-/// One lock operation waiting for its call.
+/// One lock operation.
 pub(super) enum Operation {
     /// Take the lease for this many milliseconds.
     Acquire(u64),
     /// Release the lease and publish on its channel if someone waits.
     Release,
+}
+
+impl Operation {
+    /// A call of this operation's own script (cheaper for the server than
+    /// the batch script's loop when it goes alone).
+    pub(super) fn invocation(
+        &self,
+        keys: &StoredKeys,
+        owner: &str,
+    ) -> redis::ScriptInvocation<'static> {
+        match self {
+            Operation::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
+            Operation::Release => lock_invocation(&RELEASE_SCRIPT, keys, owner, keys.channel()),
+        }
+    }
 }
 
 struct Queued {
@@ -222,21 +236,11 @@ where
     }
 }
 
-/// The script call for `batch`: the single-operation script for a batch of
+/// The script call for `batch`: the operation's own script for a batch of
 /// one, else the batch script.
 fn invocation(batch: &[Queued]) -> redis::ScriptInvocation<'static> {
     if let [one] = batch {
-        let script: &Script = match one.operation {
-            Operation::Acquire(_) => &ACQUIRE_SCRIPT,
-            Operation::Release => &RELEASE_SCRIPT,
-        };
-        let mut invocation = script.key(one.keys.lease());
-        invocation.key(one.keys.fence()).arg(&*one.owner);
-        match one.operation {
-            Operation::Acquire(ttl_ms) => invocation.arg(ttl_ms),
-            Operation::Release => invocation.arg(one.keys.channel()),
-        };
-        return invocation;
+        return one.operation.invocation(&one.keys, &one.owner);
     }
     let mut invocation = BATCH_SCRIPT.prepare_invoke();
     for queued in batch {

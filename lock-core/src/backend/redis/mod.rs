@@ -13,7 +13,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
-use self::scripts::{ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
+use self::scripts::RENEW_SCRIPT;
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
 use crate::error::StoreError;
 use crate::keys::StoredKeys;
@@ -132,11 +132,41 @@ where
         T: redis::FromRedisValue,
         A: redis::ToRedisArgs,
     {
-        let mut invocation = script.key(keys.lease());
-        invocation.key(keys.fence()).arg(owner).arg(extra);
+        let invocation = lock_invocation(script, keys, owner, extra);
         self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
             .await
     }
+
+    /// Takes or gives back a lease: in a shared call when this backend
+    /// batches, else in a call of its own.
+    async fn lock_operation(
+        &self,
+        operation: Operation,
+        keys: &StoredKeys,
+        owner: &str,
+    ) -> Result<redis::Value, StoreError> {
+        match &self.batcher {
+            Some(batcher) => batcher.run(operation, keys, owner).await,
+            None => {
+                let invocation = operation.invocation(keys, owner);
+                self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+                    .await
+            }
+        }
+    }
+}
+
+/// A call of a lock script on the lease and token keys of `keys`, with
+/// `owner` and `extra` as its arguments.
+fn lock_invocation<'s>(
+    script: &'s redis::Script,
+    keys: &StoredKeys,
+    owner: &str,
+    extra: impl redis::ToRedisArgs,
+) -> redis::ScriptInvocation<'s> {
+    let mut invocation = script.key(keys.lease());
+    invocation.key(keys.fence()).arg(owner).arg(extra);
+    invocation
 }
 
 /// Reads the acquire script's reply: the token's digits when taken, else
@@ -174,18 +204,8 @@ where
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
-            let reply: redis::Value = match &self.batcher {
-                Some(batcher) => {
-                    batcher
-                        .run(Operation::Acquire(millis(ttl)), keys, owner)
-                        .await?
-                }
-                None => {
-                    self.lock_script(&ACQUIRE_SCRIPT, keys, owner, millis(ttl))
-                        .await?
-                }
-            };
-            acquire_outcome(reply)
+            let operation = Operation::Acquire(millis(ttl));
+            acquire_outcome(self.lock_operation(operation, keys, owner).await?)
         })
     }
 
@@ -209,16 +229,9 @@ where
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
-            let released: i64 = match &self.batcher {
-                Some(batcher) => {
-                    let reply = batcher.run(Operation::Release, keys, owner).await?;
-                    redis::from_redis_value(reply).map_err(|err| StoreError::new(err, true))?
-                }
-                None => {
-                    self.lock_script(&RELEASE_SCRIPT, keys, owner, keys.channel())
-                        .await?
-                }
-            };
+            let reply = self.lock_operation(Operation::Release, keys, owner).await?;
+            let released: i64 =
+                redis::from_redis_value(reply).map_err(|err| StoreError::new(err, true))?;
             Ok(released == 1)
         })
     }

@@ -50,43 +50,107 @@ macro_rules! marked {
     };
 }
 
-/// ARGV: owner, ttl ms. Returns the token (digits) if taken, or an integer
-/// `-1 - pttl` if held: `0` for a holder without expiry, `-(ms + 1)` else.
-/// Finding the lease held marks it `|w`, so its release publishes.
-const ACQUIRE: &str = concat!(
-    r#"
-local found = redis.call('MGET', KEYS[1], KEYS[2])
+/// Lua statements that take the lease `lease` for `owner` for `extra` ms,
+/// with the token record `fence`; `n` is `#owner`; `t` is the server's
+/// TIME, `clock` its digits and `now` its microseconds, each computed once
+/// per script call when first needed. Sets `r` to the token (digits) if
+/// taken, or to the integer `-1 - pttl` if held: `0` for a holder without
+/// expiry, `-(ms + 1)` else. Finding the lease held marks it `|w`, so its
+/// release publishes.
+macro_rules! acquire_body {
+    () => {
+        concat!(
+            r#"
+local found = redis.call('MGET', lease, fence)
 local holder = found[1]
 if holder then
-  local n = #ARGV[1]
   if "#,
-    held_by!("ARGV[1]"),
-    r#" then return "#,
-    caller_token!(),
-    r#" end
-  -- APPEND keeps the lease's expiry.
-  if not ("#,
-    marked!(),
-    r#") then redis.call('APPEND', KEYS[1], '|w') end
-  return -1 - redis.call('PTTL', KEYS[1])
-end
-local t = redis.call('TIME')
-local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-local last = found[2]
-if last then
-  -- A token record leads the clock: go one past it, and keep a record
-  -- for as long as the new token could outlive its lease ahead of the clock.
-  local now = tonumber(token)
-  local next = math.max(now, tonumber(last) + 1)
-  token = string.format('%.0f', next)
-  if next >= now + tonumber(ARGV[2]) * 1000 then
-    redis.call('SET', KEYS[2], token, 'PX', math.floor((next - now) / 1000) + 1)
+            held_by!("owner"),
+            r#" then
+    r = "#,
+            caller_token!(),
+            r#"
+  else
+    -- APPEND keeps the lease's expiry.
+    if not ("#,
+            marked!(),
+            r#") then redis.call('APPEND', lease, '|w') end
+    r = -1 - redis.call('PTTL', lease)
   end
+else
+  if not clock then
+    if not t then t = redis.call('TIME') end
+    clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+  end
+  local token = clock
+  local last = found[2]
+  if last then
+    -- A token record leads the clock: go one past it, and keep a record
+    -- for as long as the new token could outlive its lease ahead of the clock.
+    local at = tonumber(clock)
+    local next = math.max(at, tonumber(last) + 1)
+    token = string.format('%.0f', next)
+    if next >= at + tonumber(extra) * 1000 then
+      redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
+    end
+  end
+  redis.call('SET', lease, owner .. '|' .. token, 'PX', extra)
+  r = token
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
-return token
 "#
-);
+        )
+    };
+}
+
+/// Lua statements that give back the lease `lease` if `owner` holds it and
+/// publish on the channel `extra` if another client found it held (`|w`):
+/// an uncontended lock costs no PUBLISH. Sets `r` to 1 if released, 0 if
+/// not the owner. Names as in [`acquire_body`].
+macro_rules! release_body {
+    () => {
+        concat!(
+            r#"
+local holder = redis.call('GET', lease)
+if not holder or not ("#,
+            held_by!("owner"),
+            r#") then
+  r = 0
+else
+  redis.call('DEL', lease)
+  if not now then
+    if not t then t = redis.call('TIME') end
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local token = tonumber("#,
+            caller_token!(),
+            r#")
+  -- Released while still ahead of the clock: the next token must pass it.
+  if token >= now then
+    redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+  end
+  if "#,
+            marked!(),
+            r#" then redis.call('PUBLISH', extra, '1') end
+  r = 1
+end
+"#
+        )
+    };
+}
+
+/// Lua: the names the bodies use, for the single-operation scripts.
+macro_rules! one_operation {
+    () => {
+        r#"
+local lease, fence, owner, extra = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local n = #owner
+local t, clock, now, r
+"#
+    };
+}
+
+/// ARGV: owner, ttl ms. Replies as [`acquire_body`] sets `r`.
+const ACQUIRE: &str = concat!(one_operation!(), acquire_body!(), "return r\n");
 
 /// ARGV: owner, ttl ms. Returns 1 if renewed, 0 if the owner is gone.
 const RENEW: &str = concat!(
@@ -101,32 +165,8 @@ return 1
 "#
 );
 
-/// ARGV: owner, release channel. Returns 1 if released, 0 if not the owner.
-/// Publishes only if another client found the lease held (`|w`): an
-/// uncontended lock costs no PUBLISH.
-const RELEASE: &str = concat!(
-    r#"
-local holder = redis.call('GET', KEYS[1])
-local n = #ARGV[1]
-if not holder or not ("#,
-    held_by!("ARGV[1]"),
-    r#") then return 0 end
-redis.call('DEL', KEYS[1])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = tonumber("#,
-    caller_token!(),
-    r#")
--- Released while still ahead of the clock: the next token must pass it.
-if token >= now then
-  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
-end
-if "#,
-    marked!(),
-    r#" then redis.call('PUBLISH', ARGV[2], '1') end
-return 1
-"#
-);
+/// ARGV: owner, release channel. Replies as [`release_body`] sets `r`.
+const RELEASE: &str = concat!(one_operation!(), release_body!(), "return r\n");
 
 /// KEYS: the lease and the token record of each operation in turn. ARGV:
 /// three per operation: `a` (acquire) or `r` (release), the owner, then the
@@ -142,65 +182,17 @@ for i = 1, #KEYS / 2 do
   local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local owner, extra = ARGV[3 * i - 1], ARGV[3 * i]
   local n = #owner
+  local r
   if ARGV[3 * i - 2] == 'a' then
-    local found = redis.call('MGET', lease, fence)
-    local holder = found[1]
-    if holder then
-      if "#,
-    held_by!("owner"),
-    r#" then
-        out[i] = "#,
-    caller_token!(),
+"#,
+    acquire_body!(),
     r#"
-      else
-        if not ("#,
-    marked!(),
-    r#") then redis.call('APPEND', lease, '|w') end
-        out[i] = -1 - redis.call('PTTL', lease)
-      end
-    else
-      if not t then
-        t = redis.call('TIME')
-        clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-      end
-      local token = clock
-      local last = found[2]
-      if last then
-        local at = tonumber(clock)
-        local next = math.max(at, tonumber(last) + 1)
-        token = string.format('%.0f', next)
-        if next >= at + tonumber(extra) * 1000 then
-          redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
-        end
-      end
-      redis.call('SET', lease, owner .. '|' .. token, 'PX', extra)
-      out[i] = token
-    end
   else
-    local holder = redis.call('GET', lease)
-    if not holder or not ("#,
-    held_by!("owner"),
-    r#") then
-      out[i] = 0
-    else
-      redis.call('DEL', lease)
-      if not t then
-        t = redis.call('TIME')
-        clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-      end
-      if not now then now = tonumber(t[1]) * 1000000 + tonumber(t[2]) end
-      local token = tonumber("#,
-    caller_token!(),
-    r#")
-      if token >= now then
-        redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
-      end
-      if "#,
-    marked!(),
-    r#" then redis.call('PUBLISH', extra, '1') end
-      out[i] = 1
-    end
+"#,
+    release_body!(),
+    r#"
   end
+  out[i] = r
 end
 return out
 "#
