@@ -48,7 +48,7 @@ use crate::watchdog;
 /// ```
 #[must_use = "dropping a LockGuard releases the lock at once"]
 pub struct LockGuard {
-    lease: Arc<LeaseState>,
+    pub(crate) lease: Arc<LeaseState>,
     role: Role,
 }
 
@@ -207,8 +207,8 @@ impl Drop for LockGuard {
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();
-    if lease.backend.answers_in_place() {
-        let release = lease.backend.release(&lease.keys, lease.owner.as_str());
+    if lease.backend().answers_in_place() {
+        let release = lease.backend().release(&lease.keys, lease.owner.as_str());
         let mut cx = Context::from_waker(Waker::noop());
         match std::pin::pin!(release).poll(&mut cx) {
             Poll::Ready(outcome) => lease.record_release(&outcome),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::Locker;
 use crate::backend::Backend;
 use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
@@ -24,18 +25,28 @@ pub(crate) enum Status {
 }
 
 pub(crate) struct LeaseState {
-    pub(crate) locker_id: u64,
+    /// The Locker that took the lease (its store, local lines and
+    /// watchdogs), moved in from the request.
+    pub(crate) locker: Locker,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
-    pub(crate) backend: Arc<dyn Backend>,
     deadline: Mutex<Instant>,
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
-    slot: Mutex<Option<LocalSlot>>,
+    slot: Mutex<Option<HeldSlot>>,
     watchdog: Mutex<Control>,
+}
+
+/// How a lease holds its process-local slot.
+pub(crate) enum HeldSlot {
+    /// A slot that waited or contended on its own.
+    Owned(LocalSlot),
+    /// The slot of the lease's keys in its Locker's lines, freed through
+    /// the Locker (no reference of its own to keep).
+    InLine,
 }
 
 /// The margin kept off a lease's local deadline for clock drift between
@@ -51,31 +62,39 @@ pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
 
 /// What a new lease is made of.
 pub(crate) struct LeaseParts {
-    pub(crate) locker_id: u64,
+    pub(crate) locker: Locker,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
-    pub(crate) backend: Arc<dyn Backend>,
     pub(crate) deadline: Instant,
-    pub(crate) slot: Option<LocalSlot>,
+    pub(crate) slot: HeldSlot,
 }
 
 impl LeaseState {
     pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
         Arc::new(LeaseState {
-            locker_id: parts.locker_id,
+            locker: parts.locker,
             keys: parts.keys,
             owner: parts.owner,
             token: parts.token,
             ttl: parts.ttl,
-            backend: parts.backend,
             deadline: Mutex::new(parts.deadline),
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
-            slot: Mutex::new(parts.slot),
+            slot: Mutex::new(Some(parts.slot)),
             watchdog: Mutex::new(Control::Stopped),
         })
+    }
+
+    /// The store the lease is in.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.locker.inner.backend
+    }
+
+    /// The id of the Locker that took the lease.
+    pub(crate) fn locker_id(&self) -> u64 {
+        self.locker.inner.id
     }
 
     /// Where this lease's watchdog stands.
@@ -133,7 +152,10 @@ impl LeaseState {
     /// Removes the lease from the store by owner value (never another
     /// owner's), logging and counting the outcome.
     pub(crate) async fn release_in_store(&self) -> Result<bool, crate::error::StoreError> {
-        let outcome = self.backend.release(&self.keys, self.owner.as_str()).await;
+        let outcome = self
+            .backend()
+            .release(&self.keys, self.owner.as_str())
+            .await;
         self.record_release(&outcome);
         outcome
     }
@@ -170,7 +192,11 @@ impl LeaseState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        drop(slot);
+        match slot {
+            Some(HeldSlot::Owned(slot)) => drop(slot),
+            Some(HeldSlot::InLine) => self.locker.inner.queues.leave(&self.keys),
+            None => {}
+        }
     }
 
     /// The error a holder of this lease gets once it is lost.

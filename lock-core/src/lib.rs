@@ -120,6 +120,6 @@ pub use locker::{
     DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
     LockerBuilder, MIN_TTL,
 };
-pub use request::LockRequest;
+pub use request::{LockFuture, LockRequest};
 pub use scope::Scoped;
 pub use token::FencingToken;

@@ -9,6 +9,7 @@
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
@@ -18,10 +19,11 @@ use crate::backend::{Attempt, ReleaseSignal};
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{LeaseParts, LeaseState, deadline_after};
+use crate::lease::{HeldSlot, LeaseParts, LeaseState, deadline_after};
 use crate::locker::Locker;
 use crate::owner::Owner;
-use crate::waiting::{LocalSlot, NoSlot};
+use crate::token::FencingToken;
+use crate::waiting::{Entered, LocalSlot, NoSlot};
 use crate::{owner, scope, telemetry, watchdog};
 
 /// Without a release channel, waiters look again at least this often.
@@ -107,16 +109,13 @@ impl LockRequest {
     async fn run(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let keys = StoredKeys::new(&inner.config.namespace, &self.key)?;
-        if let Some(lease) = scope::held_by_task(inner.id, keys.lease()) {
-            return match lease.status() {
-                crate::lease::Status::Lost(reason) => Err(lease.lost_error(reason)),
-                _ => Ok(LockGuard::reentrant(lease)),
-            };
+        if let Some(held) = self.held_in_scope(&keys) {
+            return held;
         }
         let started = Instant::now();
         let deadline = started + self.wait;
         let mut first_sent = started;
-        let slot = match inner.queues.try_enter(&keys) {
+        let slot = match inner.queues.try_enter(&keys).map(Entered::owned) {
             Err(NoSlot::Busy) if !self.wait.is_zero() => {
                 // Waiting in line is the cold path: boxed, so that the
                 // future of an uncontended lock stays small.
@@ -137,6 +136,110 @@ impl LockRequest {
             .await
     }
 
+    /// A reentrant guard (or the loss) if the calling task already holds
+    /// this lock in a scope.
+    fn held_in_scope(&self, keys: &StoredKeys) -> Option<Result<LockGuard, LockError>> {
+        let lease = scope::held_by_task(self.locker.inner.id, keys.lease())?;
+        Some(match lease.status() {
+            crate::lease::Status::Lost(reason) => Err(lease.lost_error(reason)),
+            _ => Ok(LockGuard::reentrant(lease)),
+        })
+    }
+
+    /// The uncontended lock on a store that answers in place (memory),
+    /// taken there and then: no task state, no allocation beyond the lease.
+    /// Anything else (a remote store, replicas to confirm, a busy line, a
+    /// held lock) goes on the general path.
+    fn in_place(self) -> InPlace {
+        let inner = &self.locker.inner;
+        if !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
+            return InPlace::Run(self);
+        }
+        let keys = match StoredKeys::new(&inner.config.namespace, &self.key) {
+            Ok(keys) => keys,
+            Err(err) => return InPlace::Done(Err(err)),
+        };
+        if let Some(held) = self.held_in_scope(&keys) {
+            return InPlace::Done(held);
+        }
+        let Ok(entered) = inner.queues.try_enter(&keys) else {
+            return InPlace::Run(self);
+        };
+        let started = Instant::now();
+        let owner = owner::next();
+        let attempt = inner
+            .backend
+            .try_acquire(&keys, owner.as_str(), self.ttl)
+            .into_ready()
+            .ok();
+        let Some(Ok(Attempt::Acquired(token))) = attempt else {
+            // Held, or a store that broke its word: wait, keeping the slot.
+            let slot = entered.owned();
+            return InPlace::Contend(self, keys, slot, started);
+        };
+        entered.into_lease();
+        tracing::debug!(key = %self.key, %token, "lock acquired");
+        let settings = self.settings();
+        let guard = hold(
+            self.locker,
+            settings,
+            (keys, owner),
+            token,
+            HeldSlot::InLine,
+            started,
+        );
+        telemetry::acquired(started);
+        InPlace::Done(Ok(guard))
+    }
+
+    fn settings(&self) -> Settings {
+        Settings {
+            ttl: self.ttl,
+            watchdog: self.watchdog,
+        }
+    }
+}
+
+/// What a lease takes from its request.
+#[derive(Clone, Copy)]
+struct Settings {
+    ttl: Duration,
+    watchdog: bool,
+}
+
+/// The guard of a lease of `locker` just taken with `token` by a request
+/// sent at `sent`, its watchdog scheduled.
+fn hold(
+    locker: Locker,
+    settings: Settings,
+    (keys, owner): (StoredKeys, Owner),
+    token: FencingToken,
+    slot: HeldSlot,
+    sent: Instant,
+) -> LockGuard {
+    let ttl = settings.ttl;
+    let plan = watchdog::Plan {
+        renew: settings.watchdog,
+        hold_until: locker.inner.config.max_hold.map(|h| sent + h),
+    };
+    let lease = LeaseState::new(LeaseParts {
+        locker,
+        keys,
+        owner,
+        token,
+        ttl,
+        deadline: deadline_after(sent, ttl),
+        slot,
+    });
+    lease
+        .locker
+        .inner
+        .watchdogs
+        .start(Arc::clone(&lease), plan, sent, watchdog::interval(ttl));
+    LockGuard::owner(lease)
+}
+
+impl LockRequest {
     fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
         telemetry::wait_timed_out();
         tracing::debug!(key = %self.key, waited = ?started.elapsed(), "lock wait timed out");
@@ -180,29 +283,15 @@ impl LockRequest {
                         sent = Instant::now();
                         continue;
                     }
-                    let (keys, owner) = undo.disarm();
-                    let lease = LeaseState::new(LeaseParts {
-                        locker_id: inner.id,
-                        keys,
-                        owner,
+                    let guard = hold(
+                        self.locker.clone(),
+                        self.settings(),
+                        undo.disarm(),
                         token,
-                        ttl: self.ttl,
-                        backend: Arc::clone(backend),
-                        deadline: lease_deadline,
-                        slot: Some(slot),
-                    });
-                    let plan = watchdog::Plan {
-                        renew: self.watchdog,
-                        hold_until: inner.config.max_hold.map(|h| sent + h),
-                    };
-                    inner.watchdogs.start(
-                        Arc::clone(&lease),
-                        plan,
+                        HeldSlot::Owned(slot),
                         sent,
-                        watchdog::interval(self.ttl),
                     );
                     // From here a dropped future drops the guard, which releases.
-                    let guard = LockGuard::owner(lease);
                     let guard = if inner.config.replicas.is_some() {
                         Box::pin(self.confirm_replicas(guard)).await?
                     } else {
@@ -373,10 +462,128 @@ impl Drop for UndoOnDrop<'_> {
 
 impl IntoFuture for LockRequest {
     type Output = Result<LockGuard, LockError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+    type IntoFuture = LockFuture;
 
-    fn into_future(self) -> Self::IntoFuture {
-        let span = tracing::debug_span!("lock", key = %LockError::shown(&self.key));
-        Box::pin(self.run().instrument(span))
+    fn into_future(self) -> LockFuture {
+        LockFuture(Stage::Start(Some(self)))
+    }
+}
+
+/// What [`LockRequest::in_place`] came to.
+enum InPlace {
+    Done(Result<LockGuard, LockError>),
+    /// The general path, from the start.
+    Run(LockRequest),
+    /// The general path, holding the local slot, from the store request
+    /// first sent at the instant.
+    Contend(LockRequest, StoredKeys, LocalSlot, Instant),
+}
+
+/// The future of a [`LockRequest`], which `.await` runs.
+///
+/// On a store that answers in place (the memory backend) an uncontended
+/// lock is taken at the first poll, without allocating a task's worth of
+/// state; every other acquisition runs boxed, in a `lock` tracing span.
+/// Cancel safe as [`LockRequest`] says.
+#[must_use = "a LockFuture does nothing until awaited"]
+pub struct LockFuture(Stage);
+
+enum Stage {
+    Start(Option<LockRequest>),
+    Running(Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>),
+}
+
+impl Future for LockFuture {
+    type Output = Result<LockGuard, LockError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let stage = &mut self.get_mut().0;
+        if let Stage::Start(request) = stage {
+            let request = request.take().expect("LockFuture polled after completion");
+            let span = |request: &LockRequest| tracing::debug_span!("lock", key = %LockError::shown(&request.key));
+            let general: Pin<Box<dyn Future<Output = _> + Send>> = match request.in_place() {
+                InPlace::Done(result) => return Poll::Ready(result),
+                InPlace::Run(request) => {
+                    let span = span(&request);
+                    Box::pin(request.run().instrument(span))
+                }
+                InPlace::Contend(request, keys, slot, started) => {
+                    let span = span(&request);
+                    let deadline = started + request.wait;
+                    Box::pin(
+                        async move {
+                            let sent = Instant::now();
+                            request.contend(keys, slot, (started, sent), deadline).await
+                        }
+                        .instrument(span),
+                    )
+                }
+            };
+            *stage = Stage::Running(general);
+        }
+        match stage {
+            Stage::Running(general) => general.as_mut().poll(cx),
+            Stage::Start(_) => Poll::Pending,
+        }
+    }
+}
+
+impl std::fmt::Debug for LockFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match &self.0 {
+            Stage::Start(_) => "start",
+            Stage::Running(_) => "running",
+        };
+        f.debug_tuple("LockFuture").field(&stage).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::{Future, IntoFuture};
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use crate::Locker;
+
+    #[tokio::test]
+    async fn an_uncontended_lock_in_process_is_taken_at_the_first_poll() {
+        let locker = Locker::memory();
+        let mut future = pin!(locker.lock("k").into_future());
+        let Poll::Ready(guard) = future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        else {
+            panic!("an in-process store with the key free answers at once");
+        };
+        let guard = guard.unwrap();
+        assert!(guard.is_held());
+        assert_eq!(locker.local_lines(), 1);
+        guard.release().await.unwrap();
+        assert_eq!(locker.local_lines(), 0, "the line ends with the lease");
+    }
+
+    #[tokio::test]
+    async fn a_held_lock_in_process_waits_and_is_then_taken() {
+        let locker = Locker::memory();
+        let held = locker.lock("k").await.unwrap();
+        let mut waiting = Box::pin(locker.lock("k").into_future());
+        let polled = waiting
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(polled.is_pending(), "the key is held");
+        let first = held.token();
+        held.release().await.unwrap();
+        let next = waiting.await.unwrap();
+        assert!(next.token() > first);
+        next.release().await.unwrap();
+        assert_eq!(locker.local_lines(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_invalid_key_fails_at_the_first_poll() {
+        let locker = Locker::memory();
+        let err = locker.lock("").await.unwrap_err();
+        assert!(matches!(err, crate::LockError::InvalidKey { .. }), "{err}");
     }
 }

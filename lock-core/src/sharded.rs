@@ -9,13 +9,19 @@ const SHARDS: usize = 16;
 
 #[derive(Debug)]
 pub(crate) struct Sharded<T> {
-    shards: Box<[Mutex<T>]>,
+    shards: Box<[Padded<Mutex<T>>]>,
 }
+
+/// One shard alone on its cache lines: threads working on neighbouring
+/// shards do not pass a line back and forth.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
 
 impl<T: Default> Default for Sharded<T> {
     fn default() -> Self {
         Sharded {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
         }
     }
 }
@@ -31,6 +37,7 @@ impl<T> Sharded<T> {
     /// panic (single inserts and removes), so a poisoned lock is still used.
     pub(crate) fn lock(&self, shard: usize) -> MutexGuard<'_, T> {
         self.shards[shard]
+            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }

@@ -60,16 +60,38 @@ pub(crate) struct LocalSlot {
 
 impl Drop for LocalSlot {
     fn drop(&mut self) {
-        let mut lines = self.queues.lines(&self.keys);
-        let handed_over = match lines.get(&self.keys) {
-            Some(Some(queue)) if Arc::strong_count(queue) > 1 => {
-                queue.gate.add_permits(1);
-                true
-            }
-            _ => false,
-        };
-        if !handed_over {
-            lines.remove(&self.keys);
+        self.queues.leave(&self.keys);
+    }
+}
+
+/// A slot just taken by [`LocalQueues::try_enter`], borrowed from its
+/// queues: freed if dropped, else handed on (to a lease that frees it
+/// through its Locker, or as an owned [`LocalSlot`]).
+#[derive(Debug)]
+pub(crate) struct Entered<'a> {
+    queues: &'a Arc<LocalQueues>,
+    keys: &'a StoredKeys,
+    armed: bool,
+}
+
+impl Entered<'_> {
+    /// The slot as an owned value.
+    pub(crate) fn owned(mut self) -> LocalSlot {
+        self.armed = false;
+        self.queues.slot(self.keys)
+    }
+
+    /// Hands the slot to the lease on these keys, which frees it through
+    /// its Locker ([`LocalQueues::leave`]).
+    pub(crate) fn into_lease(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.queues.leave(self.keys);
         }
     }
 }
@@ -162,9 +184,32 @@ impl LocalQueues {
     }
 
     /// Takes the slot for `keys` now, or says it is busy.
-    pub(crate) fn try_enter(self: &Arc<Self>, keys: &StoredKeys) -> Result<LocalSlot, NoSlot> {
+    pub(crate) fn try_enter<'a>(
+        self: &'a Arc<Self>,
+        keys: &'a StoredKeys,
+    ) -> Result<Entered<'a>, NoSlot> {
         self.find(keys, false)?;
-        Ok(self.slot(keys))
+        Ok(Entered {
+            queues: self,
+            keys,
+            armed: true,
+        })
+    }
+
+    /// Gives up the slot for `keys`: hands it to the next waiter, or ends
+    /// the line.
+    pub(crate) fn leave(&self, keys: &StoredKeys) {
+        let mut lines = self.lines(keys);
+        let handed_over = match lines.get(keys) {
+            Some(Some(queue)) if Arc::strong_count(queue) > 1 => {
+                queue.gate.add_permits(1);
+                true
+            }
+            _ => false,
+        };
+        if !handed_over {
+            lines.remove(keys);
+        }
     }
 
     /// Waits in line (FIFO) for the slot for `keys` until `deadline`.
@@ -228,7 +273,7 @@ mod tests {
     async fn lines_are_fifo_and_vanish_when_empty() {
         let queues = LocalQueues::new(10);
         let k = StoredKeys::new("lock", "k").unwrap();
-        let first = queues.try_enter(&k).unwrap();
+        let first = queues.try_enter(&k).unwrap().owned();
         assert_eq!(queues.try_enter(&k).unwrap_err(), NoSlot::Busy);
         let deadline = Instant::now() + Duration::from_secs(5);
         let order = Arc::new(Mutex::new(Vec::new()));
@@ -258,7 +303,7 @@ mod tests {
         let queues = LocalQueues::new(10);
         let k = StoredKeys::new("lock", "k").unwrap();
         // A waiter that times out leaves the holder's line in place.
-        let first = queues.try_enter(&k).unwrap();
+        let first = queues.try_enter(&k).unwrap().owned();
         let soon = Instant::now() + Duration::from_millis(50);
         assert_eq!(queues.enter(&k, soon).await.unwrap_err(), NoSlot::TimedOut);
         assert_eq!((queues.open_lines(), queues.waiting(&k)), (1, 0));
@@ -266,7 +311,7 @@ mod tests {
         assert_eq!(queues.open_lines(), 0);
         // The slot is handed to a waiter that gives up before taking it:
         // the waiter ends the line, and the next task gets the slot.
-        let first = queues.try_enter(&k).unwrap();
+        let first = queues.try_enter(&k).unwrap().owned();
         let Ok(Found::Wait(queue)) = queues.find(&k, true) else {
             panic!("the slot is held: the second task waits");
         };
@@ -287,7 +332,7 @@ mod tests {
     async fn the_line_is_bounded() {
         let queues = LocalQueues::new(1);
         let k = StoredKeys::new("lock", "k").unwrap();
-        let _held = queues.try_enter(&k).unwrap();
+        let _held = queues.try_enter(&k).unwrap().owned();
         let deadline = Instant::now() + Duration::from_secs(5);
         let (q, k2) = (Arc::clone(&queues), k.clone());
         let waiter = tokio::spawn(async move { q.enter(&k2, deadline).await.map(drop) });

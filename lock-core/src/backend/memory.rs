@@ -2,7 +2,6 @@
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,7 +19,8 @@ use crate::token::FencingToken;
 ///
 /// Leases expire at their ttl exactly as in Redis (an unrenewed lease ends,
 /// a waiter wakes on release or at the holder's remaining time); tokens come
-/// from one counter, so they strictly increase per key and across keys. No
+/// from a counter per shard of keys, so they strictly increase per key (as
+/// fencing needs; tokens of different keys are not ordered). No
 /// entry outlives its lease: expired leases are swept as the map grows.
 ///
 /// ```
@@ -41,39 +41,37 @@ pub struct MemoryBackend {
 }
 
 /// Leases and channels sharded by lease key (a lock's channel lives in its
-/// lease's shard); tokens from one counter across shards.
-#[derive(Debug)]
+/// lease's shard); tokens from a counter per shard, so that threads taking
+/// locks on different keys share no counter.
+#[derive(Debug, Default)]
 struct Store {
     shards: Sharded<State>,
-    last_token: AtomicU64,
 }
 
-impl Default for Store {
-    fn default() -> Self {
-        // Start from the wall clock (in microseconds) like the Redis
-        // backend, so tokens of a fresh store are above those of an earlier
-        // one in the same process; from there, one counter.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        Store {
-            shards: Sharded::default(),
-            last_token: AtomicU64::new(now),
-        }
-    }
-}
-
-impl Store {
-    fn mint(&self) -> FencingToken {
-        FencingToken::new(self.last_token.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-}
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     leases: KeyMap<HeldLease>,
     channels: KeyMap<Channel>,
     attempts_since_sweep: usize,
+    /// The newest token minted in this shard.
+    last_token: u64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        // Start from the wall clock (in microseconds) like the Redis
+        // backend, so tokens of a fresh store are above those of an earlier
+        // one in the same process; from there, one step per token.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        State {
+            leases: KeyMap::default(),
+            channels: KeyMap::default(),
+            attempts_since_sweep: 0,
+            last_token: now,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -176,7 +174,8 @@ impl MemoryBackend {
             });
         }
         // Free, or held by a lease that has expired.
-        let token = self.store.mint();
+        state.last_token += 1;
+        let token = FencingToken::new(state.last_token);
         let lease = HeldLease {
             owner: HeldBy::new(owner),
             token,

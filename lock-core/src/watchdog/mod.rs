@@ -67,7 +67,7 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
             return;
         }
         let renewal = lease
-            .backend
+            .backend()
             .renew(&lease.keys, lease.owner.as_str(), lease.ttl);
         let outcome = tokio::select! {
             biased;

@@ -3,12 +3,21 @@
 //! released long before that. So instead of a task per lease from the
 //! start, a lease is entered in a timetable that one task per runtime and
 //! Locker serves; only a lease still held when its entry comes due gets its
-//! own watchdog task. Taking and releasing a lock then costs a map insert
-//! and remove instead of spawning, scheduling and aborting a task.
+//! own watchdog task. Taking and releasing a lock then costs filling and
+//! emptying a slot of the timetable instead of spawning, scheduling and
+//! aborting a task.
+//!
+//! Built for many threads taking locks at once: a timetable is a few
+//! shards, each a slab, and a thread enters its leases in a shard of its
+//! own, so that two worker threads do not pass the same cache lines back
+//! and forth on every lock; the first runtime's timetable is found without
+//! taking a lock. A slab fills and empties a slot in a few instructions;
+//! the runner, which wakes about once per lead time, pays for the order by
+//! scanning the slots there are.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::runtime::{Handle as RuntimeHandle, Id};
@@ -19,18 +28,22 @@ use tokio::time::{Instant, sleep_until};
 use super::{Plan, watch};
 use crate::lease::LeaseState;
 
+/// Shards per timetable.
+const SHARDS: usize = 8;
+
 /// The timetables of one Locker, one per runtime it is used on (a task of
 /// one runtime cannot be relied on to run for another).
 #[derive(Default)]
 pub(crate) struct Watchdogs {
-    timetables: Mutex<Vec<(Id, Arc<Timetable>)>>,
+    /// The first runtime's, read without a lock.
+    first: OnceLock<(Id, Arc<Timetable>)>,
+    /// Those of any later runtimes.
+    others: Mutex<Vec<(Id, Arc<Timetable>)>>,
 }
 
 /// Due watchdog starts of one runtime, served by its runner task.
-#[derive(Default)]
 pub(crate) struct Timetable {
-    table: Mutex<Table>,
-    next_seq: AtomicU64,
+    shards: [Shard; SHARDS],
     /// A new entry became the earliest.
     changed: Notify,
     /// The runner task is alive (false once its runtime dropped it).
@@ -39,12 +52,26 @@ pub(crate) struct Timetable {
     orphaned: AtomicBool,
 }
 
+/// One shard, alone on its cache lines.
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Table>);
+
 #[derive(Default)]
 struct Table {
-    entries: BTreeMap<(Instant, u64), Entry>,
-    /// When the runner wakes next on its own (`None`: only when told).
-    /// An entry due later needs no wake-up: locks taken and released
-    /// within a third of their ttl never wake the runner.
+    /// Entries by slot; `None` is a free slot.
+    slots: Vec<Option<Entry>>,
+    /// Free slots, reused before the slab grows.
+    free: Vec<usize>,
+    /// Slots filled.
+    filled: usize,
+    /// Stamps entries, so that a stop never takes out a later entry that
+    /// reuses the slot of its own.
+    next_stamp: u64,
+    /// When the runner wakes next on its own (`None`: only when told), as
+    /// the runner last set it in every shard. An entry due later needs no
+    /// wake-up: locks taken and released within a third of their ttl never
+    /// wake the runner.
     runner_wakes_at: Option<Instant>,
     /// The shortest time from entering to coming due seen so far. With an
     /// empty table the runner still wakes that far ahead, so a lock taken
@@ -54,16 +81,33 @@ struct Table {
 }
 
 struct Entry {
+    due: Instant,
+    stamp: u64,
     lease: Arc<LeaseState>,
     plan: Plan,
+}
+
+/// Where an entry sits in a timetable: its shard, slot and stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Place {
+    shard: usize,
+    slot: usize,
+    stamp: u64,
+}
+
+/// Which of its Locker's timetables an entry is in.
+pub(crate) enum Which {
+    /// The first runtime's (kept by the Locker, which the lease holds).
+    First,
+    Other(Weak<Timetable>),
 }
 
 /// Where one lease's watchdog stands (kept in the lease, so that starting
 /// one allocates nothing).
 #[derive(Default)]
 pub(crate) enum Control {
-    /// Waiting in the timetable under this key.
-    Scheduled(Weak<Timetable>, (Instant, u64)),
+    /// Waiting in a timetable at this place.
+    Scheduled(Which, Place),
     /// Its task is running.
     Running(AbortHandle),
     #[default]
@@ -76,9 +120,14 @@ pub(crate) enum Control {
 pub(crate) fn stop(lease: &LeaseState) {
     let control = std::mem::take(&mut *lease.watchdog());
     match control {
-        Control::Scheduled(timetable, key) => {
+        Control::Scheduled(Which::First, place) => {
+            if let Some((_, timetable)) = lease.locker.inner.watchdogs.first.get() {
+                timetable.shard(place.shard).take(place);
+            }
+        }
+        Control::Scheduled(Which::Other(timetable), place) => {
             if let Some(timetable) = timetable.upgrade() {
-                timetable.lock().entries.remove(&key);
+                timetable.shard(place.shard).take(place);
             }
         }
         Control::Running(task) => task.abort(),
@@ -86,64 +135,105 @@ pub(crate) fn stop(lease: &LeaseState) {
     }
 }
 
+thread_local! {
+    /// The shard this thread enters leases in.
+    static HOME_SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The shard of the calling thread: threads take shards in turn.
+fn home_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    HOME_SHARD.with(|home| {
+        home.get().unwrap_or_else(|| {
+            let shard = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            home.set(Some(shard));
+            shard
+        })
+    })
+}
+
 impl Watchdogs {
     /// Watches `lease`, taken with a request sent at `sent`, with `plan`;
     /// its first renewal is due `lead` later.
     /// Must be called on a Tokio runtime.
     pub(crate) fn start(&self, lease: Arc<LeaseState>, plan: Plan, sent: Instant, lead: Duration) {
-        let first_due = sent + lead;
-        let timetable = self.timetable();
-        let key = (
-            first_due,
-            timetable.next_seq.fetch_add(1, Ordering::Relaxed),
-        );
-        *lease.watchdog() = Control::Scheduled(Arc::downgrade(&timetable), key);
+        let due = sent + lead;
+        let runtime = RuntimeHandle::current();
+        // The first runtime's timetable is borrowed: no count to change.
+        let other;
+        let (which, timetable): (Which, &Timetable) = match self.first.get() {
+            Some((id, timetable)) if *id == runtime.id() => (Which::First, timetable),
+            _ => {
+                let (which, timetable) = self.timetable(&runtime);
+                other = timetable;
+                (which, &other)
+            }
+        };
+        let shard = home_shard();
+        // The lease's own lock is held across the entry, so that the
+        // runner, which takes the lease's lock after the table's, finds the
+        // entry's place recorded in it.
+        let mut control = lease.watchdog();
         let wake_runner = {
-            let mut table = timetable.lock();
-            table.entries.insert(key, Entry { lease, plan });
+            let mut table = timetable.shard(shard);
+            let place = table.put(shard, due, Arc::clone(&lease), plan);
+            *control = Control::Scheduled(which, place);
             table.shortest_lead = Some(table.shortest_lead.map_or(lead, |l| l.min(lead)));
-            let sooner = table.runner_wakes_at.is_none_or(|at| first_due < at);
+            let sooner = table.runner_wakes_at.is_none_or(|at| due < at);
             if sooner {
-                table.runner_wakes_at = Some(first_due);
+                table.runner_wakes_at = Some(due);
             }
             sooner
         };
+        drop(control);
         if wake_runner {
             timetable.changed.notify_one();
         }
     }
 
-    /// This runtime's timetable, with a live runner.
-    fn timetable(&self) -> Arc<Timetable> {
-        let runtime = RuntimeHandle::current();
+    /// The timetable of `runtime` (the first one's is not among those
+    /// found here), with a live runner; made if there is none.
+    fn timetable(&self, runtime: &RuntimeHandle) -> (Which, Arc<Timetable>) {
         let id = runtime.id();
-        let mut timetables = self
-            .timetables
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, timetable)) = timetables.iter().find(|(i, _)| *i == id) {
-            return Arc::clone(timetable);
+        // The first timetable is set only under this lock.
+        let mut others = self.others.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((first, timetable)) = self.first.get()
+            && *first == id
+        {
+            return (Which::First, Arc::clone(timetable));
+        }
+        if let Some((_, timetable)) = others.iter().find(|(i, _)| *i == id) {
+            return (
+                Which::Other(Arc::downgrade(timetable)),
+                Arc::clone(timetable),
+            );
         }
         // A new runtime: forget those that shut down (their runners went
         // with them) before adding it.
-        timetables.retain(|(_, t)| t.running.load(Ordering::Acquire));
-        let timetable = Arc::new(Timetable {
-            running: AtomicBool::new(true),
-            ..Timetable::default()
-        });
+        others.retain(|(_, t)| t.running.load(Ordering::Acquire));
+        let timetable = Arc::new(Timetable::new());
         runtime.spawn(run(Arc::clone(&timetable)));
-        timetables.push((id, Arc::clone(&timetable)));
-        timetable
+        if self.first.set((id, Arc::clone(&timetable))).is_ok() {
+            return (Which::First, timetable);
+        }
+        others.push((id, Arc::clone(&timetable)));
+        (Which::Other(Arc::downgrade(&timetable)), timetable)
+    }
+
+    /// Every timetable.
+    fn all(&self) -> Vec<Arc<Timetable>> {
+        let others = self.others.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = self.first.get().map(|(_, t)| Arc::clone(t));
+        first
+            .into_iter()
+            .chain(others.iter().map(|(_, t)| Arc::clone(t)))
+            .collect()
     }
 }
 
 impl Drop for Watchdogs {
     fn drop(&mut self) {
-        let timetables = self
-            .timetables
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        for (_, timetable) in timetables.drain(..) {
+        for timetable in self.all() {
             timetable.orphaned.store(true, Ordering::Release);
             timetable.changed.notify_one();
         }
@@ -151,29 +241,100 @@ impl Drop for Watchdogs {
 }
 
 impl Timetable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    fn new() -> Self {
+        Timetable {
+            shards: Default::default(),
+            changed: Notify::new(),
+            running: AtomicBool::new(true),
+            orphaned: AtomicBool::new(false),
+        }
+    }
+
+    fn shard(&self, shard: usize) -> MutexGuard<'_, Table> {
+        self.shards[shard]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes the entries due by now and notes when the runner wakes next
     /// (`None`: only when told).
     fn take_due(&self) -> (Vec<Entry>, Option<Instant>) {
         let now = Instant::now();
-        let mut table = self.lock();
         let mut due = Vec::new();
-        while let Some(first) = table.entries.first_entry() {
-            if first.key().0 > now {
-                break;
+        let mut earliest: Option<Instant> = None;
+        let mut shortest_lead: Option<Duration> = None;
+        for shard in 0..SHARDS {
+            let mut table = self.shard(shard);
+            for slot in 0..table.slots.len() {
+                match &table.slots[slot] {
+                    Some(entry) if entry.due <= now => {
+                        let stamp = entry.stamp;
+                        due.extend(table.take(Place { shard, slot, stamp }));
+                    }
+                    Some(entry) => {
+                        earliest = Some(earliest.map_or(entry.due, |e| e.min(entry.due)));
+                    }
+                    None => {}
+                }
             }
-            due.push(first.remove());
+            if table.filled == 0 {
+                // Give back the room a burst of locks took.
+                table.slots = Vec::new();
+                table.free = Vec::new();
+            }
+            shortest_lead = match (shortest_lead, table.shortest_lead) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
-        let next = match table.entries.keys().next() {
-            Some((at, _)) => Some(*at),
+        let next = match earliest {
+            Some(at) => Some(at),
             None if self.orphaned.load(Ordering::Acquire) => None,
-            None => table.shortest_lead.map(|lead| now + lead),
+            None => shortest_lead.map(|lead| now + lead),
         };
-        table.runner_wakes_at = next;
+        for shard in 0..SHARDS {
+            self.shard(shard).runner_wakes_at = next;
+        }
         (due, next)
+    }
+}
+
+impl Table {
+    /// Enters `lease`, due at `due`, in a free slot of this shard.
+    fn put(&mut self, shard: usize, due: Instant, lease: Arc<LeaseState>, plan: Plan) -> Place {
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let entry = Some(Entry {
+            due,
+            stamp,
+            lease,
+            plan,
+        });
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = entry;
+                slot
+            }
+            None => {
+                self.slots.push(entry);
+                self.slots.len() - 1
+            }
+        };
+        self.filled += 1;
+        Place { shard, slot, stamp }
+    }
+
+    /// Takes out the entry at `place`, if it is still there.
+    fn take(&mut self, place: Place) -> Option<Entry> {
+        let slot = self.slots.get_mut(place.slot)?;
+        if slot.as_ref().is_none_or(|entry| entry.stamp != place.stamp) {
+            return None;
+        }
+        let entry = slot.take();
+        self.free.push(place.slot);
+        self.filled -= 1;
+        entry
     }
 }
 
@@ -225,13 +386,12 @@ mod tests {
     impl Watchdogs {
         /// Entries waiting in every timetable.
         fn scheduled(&self) -> usize {
-            let timetables = self.timetables.lock().unwrap();
-            timetables.iter().map(|(_, t)| t.lock().entries.len()).sum()
+            let shards = |t: &Arc<Timetable>| (0..SHARDS).map(|s| t.shard(s).filled).sum::<usize>();
+            self.all().iter().map(shards).sum()
         }
 
         fn runners(&self) -> Vec<Arc<Timetable>> {
-            let timetables = self.timetables.lock().unwrap();
-            timetables.iter().map(|(_, t)| Arc::clone(t)).collect()
+            self.all()
         }
     }
 
@@ -246,16 +406,22 @@ mod tests {
         assert_eq!(locker.inner.watchdogs.scheduled(), 0);
     }
 
-    #[tokio::test]
-    async fn a_lock_held_past_its_first_renewal_gets_renewed() {
-        let locker = Locker::memory();
+    /// A lock of 150 ms held for three ttls: only renewals keep it (the
+    /// contract under test).
+    async fn held_for_three_ttls(locker: &Locker) -> crate::LockGuard {
         let guard = locker
             .lock("k")
             .ttl(Duration::from_millis(150))
             .await
             .unwrap();
-        // Held for three ttls: only renewals keep it (the contract under test).
         tokio::time::sleep(Duration::from_millis(450)).await;
+        guard
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_past_its_first_renewal_gets_renewed() {
+        let locker = Locker::memory();
+        let guard = held_for_three_ttls(&locker).await;
         assert_eq!(
             locker.inner.watchdogs.scheduled(),
             0,
@@ -275,5 +441,52 @@ mod tests {
         while runners[0].running.load(Ordering::Acquire) {
             tokio::task::yield_now().await;
         }
+    }
+
+    #[test]
+    fn a_stop_never_takes_out_the_entry_that_reused_its_slot() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let locker = Locker::memory();
+        let (first, second) = runtime.block_on(async {
+            let first = locker.lock("a").await.unwrap();
+            let second = locker.lock("b").await.unwrap();
+            (first, second)
+        });
+        let mut table = Table::default();
+        let plan = Plan {
+            renew: true,
+            hold_until: None,
+        };
+        let due = Instant::now() + Duration::from_secs(10);
+        let old = table.put(0, due, Arc::clone(&first.lease), plan);
+        assert!(table.take(old).is_some());
+        let new = table.put(0, due, Arc::clone(&second.lease), plan);
+        assert_eq!(new.slot, old.slot, "the slot is reused");
+        assert!(table.take(old).is_none(), "a late stop of the old entry");
+        assert_eq!(table.filled, 1);
+        let taken = table.take(new).expect("the new entry is still there");
+        assert!(Arc::ptr_eq(&taken.lease, &second.lease));
+        runtime.block_on(async {
+            first.release().await.unwrap();
+            second.release().await.unwrap();
+        });
+    }
+
+    #[test]
+    fn a_locker_renews_on_a_runtime_after_its_first_one_shut_down() {
+        let locker = Locker::memory();
+        let first = tokio::runtime::Runtime::new().unwrap();
+        first.block_on(async { drop(locker.lock("k").await.unwrap()) });
+        drop(first);
+        let second = tokio::runtime::Runtime::new().unwrap();
+        second.block_on(async {
+            let guard = held_for_three_ttls(&locker).await;
+            assert!(guard.is_held(), "renewed on the second runtime");
+            assert_eq!(locker.inner.watchdogs.runners().len(), 2);
+            guard.release().await.unwrap();
+        });
     }
 }
