@@ -3,20 +3,19 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use http::{Request, Response};
-use lock_core::{LockError, LockGuard, Scoped};
+use lock_core::{LockError, LockFuture, LockGuard, Scoped};
 use pin_project::pin_project;
 use tower::Service;
 
 use super::{LockBody, OnLost};
 use crate::rejection::{DefaultRejection, Reject, Rejection};
 
-type Acquire = Pin<Box<dyn Future<Output = Result<LockGuard, LockError>> + Send>>;
 type Lost = Pin<Box<dyn Future<Output = LockError> + Send>>;
 
 /// The response future of [`LockService`](super::LockService) (and of
 /// [`FenceCheck`](crate::FenceCheck)): takes the lock, then runs the inner
-/// service's future in the lock's scope, in place (only the acquisition
-/// itself is boxed).
+/// service's future in the lock's scope, in place (an acquisition that has
+/// to wait or talk to a remote store is boxed).
 #[pin_project]
 pub struct ResponseFuture<S, ReqB, B, R = DefaultRejection>
 where
@@ -38,7 +37,7 @@ where
     },
     /// Waiting for the lock; the request waits with it.
     Locking {
-        acquire: Acquire,
+        acquire: LockFuture,
         call: Option<Call<S, ReqB, R>>,
     },
     /// The handler runs as the lock's holder.
@@ -67,10 +66,10 @@ struct Call<S, ReqB, R> {
 }
 
 /// How to answer a request whose lock could not be had or was lost.
-struct Answer<R> {
-    key: String,
-    reject: R,
-    grpc: bool,
+pub(crate) struct Answer<R> {
+    pub(crate) key: String,
+    pub(crate) reject: R,
+    pub(crate) grpc: bool,
 }
 
 impl<R: Reject> Answer<R> {
@@ -99,11 +98,11 @@ where
 
     /// Waits for `acquire`, then calls `inner` with `request`.
     pub(crate) fn locking(
-        acquire: Acquire,
+        acquire: LockFuture,
         inner: S,
         request: Request<ReqB>,
         on_lost: OnLost,
-        (key, reject, grpc): (String, R, bool),
+        answer: Answer<R>,
     ) -> Self {
         ResponseFuture {
             state: State::Locking {
@@ -112,9 +111,26 @@ where
                     inner,
                     request,
                     on_lost,
-                    answer: Answer { key, reject, grpc },
+                    answer,
                 }),
             },
+        }
+    }
+
+    /// Calls `inner` with `request` now, as the holder of the lock that
+    /// `acquired` took (or answers with its error).
+    pub(crate) fn locked(
+        acquired: Result<LockGuard, LockError>,
+        inner: &mut S,
+        request: Request<ReqB>,
+        on_lost: OnLost,
+        answer: Answer<R>,
+    ) -> Self
+    where
+        R: Reject,
+    {
+        ResponseFuture {
+            state: start(acquired, inner, request, on_lost, answer),
         }
     }
 }
@@ -140,9 +156,14 @@ where
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Locking { acquire, call } => {
-                    let acquired = ready!(acquire.as_mut().poll(cx));
-                    let call = call.take().expect("ResponseFuture polled after completion");
-                    start(acquired, call)
+                    let acquired = ready!(Pin::new(acquire).poll(cx));
+                    let Call {
+                        mut inner,
+                        request,
+                        on_lost,
+                        answer,
+                    } = call.take().expect("ResponseFuture polled after completion");
+                    start(acquired, &mut inner, request, on_lost, answer)
                 }
                 StateProj::Serving {
                     handler,
@@ -187,18 +208,15 @@ where
 /// the holder, or the rejection.
 fn start<S, ReqB, B, R>(
     acquired: Result<LockGuard, LockError>,
-    call: Call<S, ReqB, R>,
+    inner: &mut S,
+    mut request: Request<ReqB>,
+    on_lost: OnLost,
+    answer: Answer<R>,
 ) -> State<S, ReqB, B, R>
 where
     S: Service<Request<ReqB>>,
     R: Reject,
 {
-    let Call {
-        mut inner,
-        mut request,
-        on_lost,
-        answer,
-    } = call;
     let guard = match acquired {
         Ok(guard) => guard,
         Err(error) => {

@@ -1,5 +1,6 @@
-use std::future::IntoFuture;
-use std::task::{Context, Poll};
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -7,7 +8,7 @@ use http_body::Body;
 use lock_core::{LockError, Locker};
 use tower::Service;
 
-use super::future::ResponseFuture;
+use super::future::{Answer, ResponseFuture};
 use super::{LockBody, Settings};
 use crate::extract::KeyExtractor;
 use crate::rejection::{Reject, Rejection};
@@ -90,16 +91,25 @@ where
         if let Some(wait) = self.settings.wait {
             lock = lock.wait(wait);
         }
+        let answer = Answer {
+            key,
+            reject: self.reject.clone(),
+            grpc,
+        };
+        let on_lost = self.settings.on_lost;
+        // A lock to be had at once (an uncontended one on an in-process
+        // store) is taken here, and the ready inner service called now. A
+        // future that is pending polls again with the real waker (futures
+        // must take the latest one), and was merely started early.
+        let mut acquire = lock.into_future();
+        let mut at_once = Context::from_waker(Waker::noop());
+        if let Poll::Ready(acquired) = Pin::new(&mut acquire).poll(&mut at_once) {
+            return ResponseFuture::locked(acquired, &mut self.inner, request, on_lost, answer);
+        }
         // The ready service goes with this request; a clone stays behind
         // (tower's "be careful when cloning inner services").
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::locking(
-            lock.into_future(),
-            inner,
-            request,
-            self.settings.on_lost,
-            (key, self.reject.clone(), grpc),
-        )
+        ResponseFuture::locking(acquire, inner, request, on_lost, answer)
     }
 }

@@ -497,3 +497,74 @@ async fn a_downstream_service_rejects_stale_tokens_with_409() {
     let (status, _, _) = call(&client, "GET", format!("http://{addr}/health")).await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// An inner service that counts its clones and answers with the token.
+#[derive(Default)]
+struct CountsClones {
+    clones: Arc<AtomicU64>,
+}
+
+impl Clone for CountsClones {
+    fn clone(&self) -> Self {
+        self.clones.fetch_add(1, Ordering::Relaxed);
+        CountsClones {
+            clones: Arc::clone(&self.clones),
+        }
+    }
+}
+
+impl Service<Request<Body>> for CountsClones {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let token = request.extensions().get::<FencingToken>().copied();
+        let body = token.map_or_else(String::new, |t| t.to_string());
+        std::future::ready(Ok(http::Response::new(Body::from(body))))
+    }
+}
+
+#[tokio::test]
+async fn a_lock_to_be_had_at_once_calls_the_inner_service_without_cloning_it() {
+    let locker = Locker::memory();
+    let inner = CountsClones::default();
+    let clones = Arc::clone(&inner.clones);
+    let mut service = ServiceBuilder::new()
+        .layer(order_layer(locker.clone()))
+        .service(inner);
+    let request = || Request::post("/orders/7/pay").body(Body::empty()).unwrap();
+    // Free key on the in-process store: taken in `call`, the ready inner
+    // service called there and then.
+    let response = service
+        .ready()
+        .await
+        .unwrap()
+        .call(request())
+        .await
+        .unwrap();
+    let token = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(!token.is_empty(), "the handler saw the token");
+    assert_eq!(clones.load(Ordering::Relaxed), 0);
+    // A held key: the request waits, so the inner service goes with it and
+    // a clone stays behind (tower's rule for deferred calls).
+    let held = locker.lock("order:7").await.unwrap();
+    let waiting = service.ready().await.unwrap().call(request());
+    assert_eq!(clones.load(Ordering::Relaxed), 1);
+    held.release().await.unwrap();
+    let response = waiting.await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
+    assert_eq!(
+        locker.local_lines(),
+        0,
+        "the lock ends with the response body"
+    );
+}
