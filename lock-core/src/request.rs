@@ -188,7 +188,7 @@ impl LockRequest {
             HeldSlot::InLine,
             started,
         );
-        telemetry::acquired(started);
+        telemetry::acquired_at_once();
         InPlace::Done(Ok(guard))
     }
 

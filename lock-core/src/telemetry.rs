@@ -27,6 +27,13 @@ mod enabled {
         metrics::histogram!("lock_wait_seconds").record(started.elapsed().as_secs_f64());
     }
 
+    /// An acquisition granted in place, without waiting: a wait of zero,
+    /// recorded without reading the clock.
+    pub(crate) fn acquired_at_once() {
+        metrics::counter!("lock_acquired_total").increment(1);
+        metrics::histogram!("lock_wait_seconds").record(0.0);
+    }
+
     pub(crate) fn wait_timed_out() {
         metrics::counter!("lock_wait_timeouts_total").increment(1);
     }
@@ -62,6 +69,7 @@ mod enabled {
     use super::*;
 
     pub(crate) fn acquired(_started: Instant) {}
+    pub(crate) fn acquired_at_once() {}
     pub(crate) fn wait_timed_out() {}
     pub(crate) fn lost(_reason: LossReason) {}
     pub(crate) fn released() {}

@@ -1,7 +1,6 @@
 //! The embedded in-process backend: the same lease, token and release
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
-use std::collections::hash_map::Entry;
 use std::sync::{Arc, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -200,13 +199,13 @@ impl MemoryBackend {
     fn release_now(&self, keys: &StoredKeys, owner: &str) -> Result<bool, StoreError> {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let Entry::Occupied(lease) = state.leases.entry(keys.clone()) else {
+        let Some(lease) = state.leases.get(keys) else {
             return Ok(false);
         };
-        let live = lease.get().expires > now;
-        let ours = live && lease.get().owner.is(owner);
+        let live = lease.expires > now;
+        let ours = live && lease.owner.is(owner);
         if ours || !live {
-            lease.remove();
+            state.leases.remove(keys);
         }
         if ours {
             state.publish(keys);
