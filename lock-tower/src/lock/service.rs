@@ -5,7 +5,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
-use lock_core::{LockError, Locker};
+use lock_core::Locker;
 use tower::Service;
 
 use super::future::{Answer, ResponseFuture};
@@ -79,11 +79,6 @@ where
                 return ResponseFuture::ready(answer.map(LockBody::full));
             }
         };
-        // Bad keys are answered at once, without a store round trip.
-        if let Err(LockError::InvalidKey { reason, .. }) = self.locker.check_key(&key) {
-            let answer = self.reject.reject(Rejection::InvalidKey { reason }, grpc);
-            return ResponseFuture::ready(answer.map(LockBody::full));
-        }
         let mut lock = self.locker.lock(key.as_str());
         if let Some(ttl) = self.settings.ttl {
             lock = lock.ttl(ttl);
@@ -98,9 +93,10 @@ where
         };
         let on_lost = self.settings.on_lost;
         // A lock to be had at once (an uncontended one on an in-process
-        // store) is taken here, and the ready inner service called now. A
-        // future that is pending polls again with the real waker (futures
-        // must take the latest one), and was merely started early.
+        // store) is taken here, and the ready inner service called now; a
+        // bad key fails here too, before any store round trip. A future
+        // that is pending polls again with the real waker (futures must
+        // take the latest one), and was merely started early.
         let mut acquire = lock.into_future();
         let mut at_once = Context::from_waker(Waker::noop());
         if let Poll::Ready(acquired) = Pin::new(&mut acquire).poll(&mut at_once) {

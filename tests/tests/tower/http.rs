@@ -275,20 +275,24 @@ async fn requests_without_a_key_pass_through() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_key_is_400() {
-    let app = Router::new()
-        .route("/orders/{id}/pay", post(unlocked))
-        .layer(order_layer(Locker::memory()));
-    let addr = serve(app).await;
-    let long = "9".repeat(300);
-    let (status, _, body) = call(
-        &client(),
-        "POST",
-        format!("http://{addr}/orders/{long}/pay"),
-    )
-    .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body.contains("limit"), "{body}");
+async fn a_bad_key_is_400_without_asking_the_store() {
+    for store in [TestStore::memory(), TestStore::redis()] {
+        let (locker, counting) = store.locker_with(|builder| builder).await;
+        let app = Router::new()
+            .route("/orders/{id}/pay", post(unlocked))
+            .layer(order_layer(locker));
+        let addr = serve(app).await;
+        let long = "9".repeat(300);
+        let (status, _, body) = call(
+            &client(),
+            "POST",
+            format!("http://{addr}/orders/{long}/pay"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(body.contains("limit"), "{body}");
+        assert_eq!(counting.acquires(), 0, "a bad key never reaches the store");
+    }
 }
 
 #[distributed_lock(key = "order:<id>", locker = locker)]
