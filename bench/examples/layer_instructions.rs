@@ -1,7 +1,9 @@
 //! What the lock path costs in process, counted in instructions by
 //! callgrind (a count repeats on a noisy machine where seconds do not):
-//! - an axum route called in process, bare and behind `LockLayer` on the
-//!   memory backend (16 tasks, distinct keys, one worker thread);
+//! - an axum route called in process, bare, behind a layer that does
+//!   nothing (what axum's `Router::layer` costs by itself) and behind
+//!   `LockLayer` on the memory backend (16 tasks, distinct keys, one worker
+//!   thread);
 //! - lock-core alone: `lock(key).await` and dropping the guard, memory
 //!   backend, distinct keys.
 //!
@@ -22,14 +24,19 @@ use http::Request;
 use lock_core::Locker;
 use lock_tower::{KeyFrom, LockLayer};
 use tower::ServiceExt;
+use tower::util::MapRequestLayer;
 
 const TASKS: u64 = 16;
 const FEW: u64 = 500;
 const MANY: u64 = 1500;
 
 /// The workloads, with what one operation is.
-const WORKLOADS: [(&str, &str); 3] = [
+const WORKLOADS: [(&str, &str); 4] = [
     ("bare", "request to the bare route"),
+    (
+        "noop",
+        "request behind a layer that does nothing (axum's share)",
+    ),
     ("layered", "request behind LockLayer (memory)"),
     ("core", "lock + release, lock-core memory"),
 ];
@@ -53,6 +60,9 @@ fn run(workload: &str, per_task: u64) {
             locker.clone(),
             KeyFrom::path("/orders/{id}", "order:<id>"),
         ))),
+        // What any layer costs under `Router::layer`, before it does
+        // anything.
+        "noop" => Some(route.layer(MapRequestLayer::new(|request: Request<Body>| request))),
         _ => None,
     };
     runtime.block_on(async {
