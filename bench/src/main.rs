@@ -16,8 +16,9 @@
 //!   U16 (16 tasks, distinct keys, one shared Locker / manager), C8 (8 tasks
 //!   on one key, a shared counter, 1 ms of work outside the lock), C8p (C8
 //!   as 4 processes x 2 tasks) and W1000 (1000 tasks on one key);
-//! - L: an axum route behind `LockLayer` against the bare route under HTTP
-//!   load from a child process (16 connections, and 1 for latency); each
+//! - L: an axum route behind `LockLayer` against the bare route (and behind
+//!   a layer that does nothing: axum's own share) under HTTP load from a
+//!   child process (16 connections, and 1 for latency); each
 //!   stack loads three times per round, interleaved, and keeps its best;
 //! - the state memory per waiting task and per held lock.
 //!
@@ -131,7 +132,7 @@ async fn main() {
         if wanted("L") {
             let reference = reference::pair_limit(&client).await;
             for connections in [16, 1] {
-                let mut stacks = vec![Stack::Bare];
+                let mut stacks = vec![Stack::Bare, Stack::Noop];
                 for subject in &order {
                     if let Some(locker) = subject.locker() {
                         stacks.push(Stack::Layered(locker, subject.label()));

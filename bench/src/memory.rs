@@ -1,10 +1,43 @@
 //! Live heap bytes of this process, for the state-memory figures: a global
 //! allocator that counts what it hands out and forwards to the system one.
+//!
+//! It counts only inside a [`Window`]: a shared counter changed on every
+//! allocation would pass its cache line between the worker threads of the
+//! other workloads, and charge allocation-heavy code (HTTP stacks, clients)
+//! for a cost no user's program has.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// Whether allocations are being counted (only read outside a window, so
+/// its cache line stays shared).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// Adds `bytes` to the live count while counting.
+fn count(bytes: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        LIVE.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Allocations are counted while a window lives.
+pub struct Window(());
+
+impl Window {
+    /// Starts counting (the count is only ever read as a difference within
+    /// the window).
+    pub fn open() -> Self {
+        COUNTING.store(true, Ordering::SeqCst);
+        Window(())
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        COUNTING.store(false, Ordering::SeqCst);
+    }
+}
 
 /// Counts live bytes and forwards to [`System`].
 pub struct Counting;
@@ -17,7 +50,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: same contract as the caller's.
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         ptr
     }
@@ -25,14 +58,14 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        count(-(layout.size() as isize));
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as the caller's.
         let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         ptr
     }
@@ -41,16 +74,14 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: same contract as the caller's.
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
+            count(new_size as isize - layout.size() as isize);
         }
         new
     }
 }
 
-/// Heap bytes currently allocated by this process.
+/// Heap bytes allocated by this process less those freed, counted while
+/// a [`Window`] was open: compare two readings within one window.
 pub fn live_bytes() -> isize {
     LIVE.load(Ordering::Relaxed)
 }

@@ -190,6 +190,7 @@ async fn redis_used_memory(client: &redis::Client) -> isize {
 /// held lock, over 1000 of each.
 pub async fn state_memory(subject: &Subject, client: &redis::Client) -> StateMemory {
     const N: usize = 1000;
+    let _counting = memory::Window::open();
     // Held locks on distinct keys.
     let (heap, redis) = (memory::live_bytes(), redis_used_memory(client).await);
     // The guards' own bytes are in the vector, so they count too.

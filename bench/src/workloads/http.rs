@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::routing::post;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -17,6 +18,7 @@ use lock_tower::{KeyFrom, LockLayer};
 use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
+use tower::util::MapRequestLayer;
 
 use crate::stats::{Percentiles, Row};
 
@@ -26,10 +28,12 @@ const RUN_FOR: Duration = Duration::from_millis(500);
 /// Loads per stack and round; the best one counts.
 pub const REPEATS: usize = 3;
 
-/// The route's stack: bare, or behind a `LockLayer` on a lock-core
-/// subject (its Locker and label).
+/// The route's stack: bare, behind a layer that does nothing (what
+/// axum's `Router::layer` costs by itself), or behind a `LockLayer` on a
+/// lock-core subject (its Locker and label).
 pub enum Stack<'a> {
     Bare,
+    Noop,
     Layered(&'a Locker, &'static str),
 }
 
@@ -37,6 +41,7 @@ impl Stack<'_> {
     pub fn label(&self) -> String {
         match self {
             Stack::Bare => "bare route".to_owned(),
+            Stack::Noop => "a layer that does nothing".to_owned(),
             Stack::Layered(_, subject) => format!("LockLayer, {subject}"),
         }
     }
@@ -50,6 +55,7 @@ fn app(stack: &Stack<'_>) -> Router {
     let route = Router::new().route("/orders/{id}", post(pay));
     match stack {
         Stack::Bare => route,
+        Stack::Noop => route.layer(MapRequestLayer::new(|request: http::Request<Body>| request)),
         Stack::Layered(locker, _) => route.layer(LockLayer::new(
             (*locker).clone(),
             KeyFrom::path("/orders/{id}", "order:<id>"),
