@@ -1,6 +1,7 @@
 //! Behaviour that only a real Redis can show: several OS processes, server
 //! restarts, replica promotion, pauses, unreachable servers, hash slots.
 
+use std::future::IntoFuture;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -331,6 +332,51 @@ async fn unreachable_servers_fail_fast_and_clearly() {
     assert!(held.release().await.is_err());
     assert!(started.elapsed() < timeout + SLACK);
     server.resume();
+}
+
+/// An acquire abandoned with its request on the way to a frozen server -
+/// timed out, or its future dropped - may still take the lease when the
+/// server wakes; that lease is given back then, not left to block every
+/// other owner for its whole ttl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_abandoned_on_the_way_are_given_back() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_secs(60);
+    let builder = || {
+        Locker::builder()
+            .ttl(ttl)
+            .timeout(Duration::from_millis(300))
+    };
+    let locker = builder().redis(&server.url()).await.unwrap();
+    let other = builder().redis(&server.url()).await.unwrap();
+    // Scripts loaded: a request held up by the freeze then runs as sent.
+    locker
+        .lock("warm-up")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    server.pause();
+    let err = locker.lock("abandoned:timed-out").await.unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    // Dropped before its own store timeout.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        locker.lock("abandoned:dropped").into_future(),
+    )
+    .await;
+    assert!(dropped.is_err(), "the frozen server cannot have answered");
+    server.resume();
+    for key in ["abandoned:timed-out", "abandoned:dropped"] {
+        // A lease left behind would hold for a minute.
+        let guard = other
+            .lock(key)
+            .wait(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|err| panic!("{key} was not given back: {err}"));
+        guard.release().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
