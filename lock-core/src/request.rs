@@ -107,11 +107,17 @@ impl LockRequest {
     }
 
     async fn run(self) -> Result<LockGuard, LockError> {
-        let inner = &self.locker.inner;
-        let keys = StoredKeys::new(&inner.config.namespace, &self.key)?;
+        let keys = StoredKeys::new(&self.locker.inner.config.namespace, &self.key)?;
         if let Some(held) = self.held_in_scope(&keys) {
             return held;
         }
+        self.line_up(keys).await
+    }
+
+    /// Takes the local slot for `keys` (waiting in line if another task of
+    /// this process has it), then works the store.
+    async fn line_up(self, keys: StoredKeys) -> Result<LockGuard, LockError> {
+        let inner = &self.locker.inner;
         let started = Instant::now();
         let deadline = started + self.wait;
         let mut first_sent = started;
@@ -163,7 +169,7 @@ impl LockRequest {
             return InPlace::Done(held);
         }
         let Ok(entered) = inner.queues.try_enter(&keys) else {
-            return InPlace::Run(self);
+            return InPlace::LineUp(self, keys);
         };
         let started = Instant::now();
         let owner = owner::next();
@@ -474,6 +480,8 @@ enum InPlace {
     Done(Result<LockGuard, LockError>),
     /// The general path, from the start.
     Run(LockRequest),
+    /// The general path, from the local line, with the key checked.
+    LineUp(LockRequest, StoredKeys),
     /// The general path, holding the local slot, from the store request
     /// first sent at the instant.
     Contend(LockRequest, StoredKeys, LocalSlot, Instant),
@@ -506,6 +514,10 @@ impl Future for LockFuture {
                 InPlace::Run(request) => {
                     let span = span(&request);
                     Box::pin(request.run().instrument(span))
+                }
+                InPlace::LineUp(request, keys) => {
+                    let span = span(&request);
+                    Box::pin(request.line_up(keys).instrument(span))
                 }
                 InPlace::Contend(request, keys, slot, started) => {
                     let span = span(&request);

@@ -5,7 +5,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::keys::StoredKeys;
 
-const SHARDS: usize = 16;
+/// Shards per [`Sharded`].
+pub(crate) const SHARDS: usize = 16;
 
 #[derive(Debug)]
 pub(crate) struct Sharded<T> {

@@ -7,11 +7,11 @@
 //! emptying a slot of the timetable instead of spawning, scheduling and
 //! aborting a task.
 //!
-//! Built for many threads taking locks at once: a timetable is a few
-//! shards, each a slab, and a thread enters its leases in a shard of its
-//! own, so that two worker threads do not pass the same cache lines back
-//! and forth on every lock; the first runtime's timetable is found without
-//! taking a lock. A slab fills and empties a slot in a few instructions;
+//! Built for many threads taking locks at once: a timetable is a set of
+//! padded shards (`Sharded`), each a slab, and a thread enters its leases
+//! in a shard of its own, so that two worker threads do not pass the same
+//! cache lines back and forth on every lock; the first runtime's timetable
+//! is found without taking a lock. A slab fills and empties a slot in a few instructions;
 //! the runner, which wakes about once per lead time, pays for the order by
 //! scanning the slots there are.
 
@@ -27,9 +27,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::{Plan, watch};
 use crate::lease::LeaseState;
-
-/// Shards per timetable.
-const SHARDS: usize = 8;
+use crate::sharded::{SHARDS, Sharded};
 
 /// The timetables of one Locker, one per runtime it is used on (a task of
 /// one runtime cannot be relied on to run for another).
@@ -43,7 +41,7 @@ pub(crate) struct Watchdogs {
 
 /// Due watchdog starts of one runtime, served by its runner task.
 pub(crate) struct Timetable {
-    shards: [Shard; SHARDS],
+    shards: Sharded<Table>,
     /// A new entry became the earliest.
     changed: Notify,
     /// The runner task is alive (false once its runtime dropped it).
@@ -51,11 +49,6 @@ pub(crate) struct Timetable {
     /// The Locker is gone: the runner ends once the timetable is empty.
     orphaned: AtomicBool,
 }
-
-/// One shard, alone on its cache lines.
-#[derive(Default)]
-#[repr(align(128))]
-struct Shard(Mutex<Table>);
 
 #[derive(Default)]
 struct Table {
@@ -251,10 +244,7 @@ impl Timetable {
     }
 
     fn shard(&self, shard: usize) -> MutexGuard<'_, Table> {
-        self.shards[shard]
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shards.lock(shard)
     }
 
     /// Takes the entries due by now and notes when the runner wakes next

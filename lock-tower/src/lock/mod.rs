@@ -3,12 +3,13 @@
 //! response body is done.
 //!
 //! Per request: the extractor derives a key (or lets the request pass);
-//! the lock is taken in `call` (never in `poll_ready`, which must not
+//! the lock is requested in `call` (never in `poll_ready`, which must not
 //! wait) - a lock to be had at once (an uncontended one on the in-process
 //! store) is taken there and then, and the ready inner service called
 //! without cloning it; otherwise the request waits in the response future
-//! with a clone of the inner service; the request gets the [`FencingToken`](lock_core::FencingToken)
-//! and a [`Lease`](lock_core::Lease) in its extensions; the handler runs in
+//! with a clone of the inner service; the request gets the
+//! [`FencingToken`](lock_core::FencingToken) and a
+//! [`Lease`](lock_core::Lease) in its extensions; the handler runs in
 //! the lock's task scope (so `FencingToken::current()` and reentrant
 //! `#[distributed_lock]` functions see it); the response body carries the
 //! guard and releases it when the body ends, fails, or is dropped.
