@@ -7,6 +7,15 @@
 //! acquires and releases share script calls (how many per call varies from
 //! run to run, and the count with it).
 //!
+//! Two last rows are floors, not locks: a batch script that does for each
+//! operation only the calls lock-core's batch script makes on its common
+//! path (`MGET` + `SET` to acquire, `GET` + `DEL` to release) and nothing
+//! else, and one that makes a single call per operation (`SET NX PX`,
+//! `DEL`). Both carry, per call, four releases of the previous call's keys
+//! and four acquires, with lock-core's keys and arguments. The first says
+//! what lock-core's own Lua logic adds; the second what any lock scripted in
+//! Lua batches costs the server before it checks an owner or mints a token.
+//!
 //! `cargo run --release -p lock-bench --example redis_instructions`
 //!
 //! Needs valgrind (`apt-get install -y valgrind`). Only the server runs
@@ -35,6 +44,45 @@ enum Subject {
     Core(Locker),
     /// 16 tasks sharing one Locker, each locking its own keys.
     Shared(Locker),
+    /// A batch script with no logic (see the module doc), and the keys its
+    /// previous call acquired.
+    Floor(Floor, redis::aio::MultiplexedConnection, Vec<String>),
+}
+
+/// The batch-script floors (see the module doc).
+#[derive(Clone, Copy)]
+enum Floor {
+    /// lock-core's common-path calls: `MGET` + `SET`, `GET` + `DEL`.
+    CoreCalls,
+    /// One call per operation: `SET NX PX`, `DEL`.
+    OneCall,
+}
+
+/// Acquires (and releases) per call of a floor script.
+const FLOOR_BATCH: usize = 4;
+
+impl Floor {
+    fn script(self) -> redis::Script {
+        let (acquire, release) = match self {
+            Floor::CoreCalls => (
+                "redis.call('MGET', lease, fence) \
+                 out[i] = redis.call('SET', lease, ARGV[3 * i - 1], 'PX', ARGV[3 * i]) and 1 or 0",
+                "redis.call('GET', lease) out[i] = redis.call('DEL', lease)",
+            ),
+            Floor::OneCall => (
+                "out[i] = redis.call('SET', lease, ARGV[3 * i - 1], 'NX', 'PX', ARGV[3 * i]) and 1 or 0",
+                "out[i] = redis.call('DEL', lease)",
+            ),
+        };
+        redis::Script::new(&format!(
+            "local out = {{}} \
+             for i = 1, #KEYS / 2 do \
+               local lease, fence = KEYS[2 * i - 1], KEYS[2 * i] \
+               if ARGV[3 * i - 2] == 'a' then {acquire} else {release} end \
+             end \
+             return out"
+        ))
+    }
 }
 
 impl Subject {
@@ -44,6 +92,10 @@ impl Subject {
             Subject::Rslock(_) => "rslock 0.10",
             Subject::Core(_) => "lock-core redis",
             Subject::Shared(_) => "lock-core redis, 16 tasks (shared calls)",
+            Subject::Floor(Floor::CoreCalls, ..) => {
+                "floor: lock-core's calls without its logic, 4 + 4 per call"
+            }
+            Subject::Floor(Floor::OneCall, ..) => "floor: one call per operation, 4 + 4 per call",
         }
     }
 
@@ -89,6 +141,27 @@ impl Subject {
                 for task in tasks {
                     task.await.expect("task");
                 }
+            }
+            Subject::Floor(floor, conn, previous) => {
+                // One cycle here is FLOOR_BATCH lock + release pairs.
+                let script = floor.script();
+                let mut call = script.prepare_invoke();
+                let acquired: Vec<String> =
+                    (0..FLOOR_BATCH).map(|i| format!("{key}:{i}")).collect();
+                for (name, acquire) in previous
+                    .iter()
+                    .map(|name| (name, false))
+                    .chain(acquired.iter().map(|name| (name, true)))
+                {
+                    let keys = lock_core::StoredKeys::new("lock", name).expect("key");
+                    call.key(keys.lease()).key(keys.fence());
+                    match acquire {
+                        true => call.arg("a").arg("owner:1").arg(30_000),
+                        false => call.arg("r").arg("owner:1").arg(keys.channel()),
+                    };
+                }
+                let _: Vec<i64> = call.invoke_async(conn).await.expect("floor script");
+                *previous = acquired;
             }
         }
     }
@@ -147,6 +220,8 @@ async fn main() {
         Subject::Rslock(rslock::LockManager::new(vec![url.clone()])),
         Subject::Core(Locker::redis(&url).await.expect("connect")),
         Subject::Shared(Locker::redis(&url).await.expect("connect")),
+        Subject::Floor(Floor::CoreCalls, server.connection().await, Vec::new()),
+        Subject::Floor(Floor::OneCall, server.connection().await, Vec::new()),
     ];
     println!("| subject | Redis instructions per lock + release | × rslock |");
     println!("|---|---|---|");
@@ -158,6 +233,7 @@ async fn main() {
         // About the same number of lock + release pairs for every subject.
         let per_cycle = match subject {
             Subject::Shared(_) => TASKS,
+            Subject::Floor(..) => FLOOR_BATCH,
             _ => 1,
         };
         let cycles = CYCLES / per_cycle;
