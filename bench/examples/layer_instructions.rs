@@ -5,7 +5,12 @@
 //!   `LockLayer` on the memory backend (16 tasks, distinct keys, one worker
 //!   thread);
 //! - lock-core alone: `lock(key).await` and dropping the guard, memory
-//!   backend, distinct keys.
+//!   backend, distinct keys;
+//! - a yardstick, not a lock library: [`minimal::Layer`], the least a lock
+//!   layer with `LockLayer`'s API can do (a key from the path, a mutex-guarded
+//!   set of held keys, a token and a handle in the request extensions, the
+//!   key given back when the response is ready) and nothing else (no lease,
+//!   expiry, waiting line, owner or telemetry).
 //!
 //! Each workload runs under callgrind twice, with 500 and 1500 operations
 //! per task; the difference divided by the extra operations is the cost of
@@ -31,13 +36,17 @@ const FEW: u64 = 500;
 const MANY: u64 = 1500;
 
 /// The workloads, with what one operation is.
-const WORKLOADS: [(&str, &str); 4] = [
+const WORKLOADS: [(&str, &str); 5] = [
     ("bare", "request to the bare route"),
     (
         "noop",
         "request behind a layer that does nothing (axum's share)",
     ),
     ("layered", "request behind LockLayer (memory)"),
+    (
+        "minimal",
+        "request behind the minimal lock layer (a yardstick)",
+    ),
     ("core", "lock + release, lock-core memory"),
 ];
 
@@ -63,6 +72,7 @@ fn run(workload: &str, per_task: u64) {
         // What any layer costs under `Router::layer`, before it does
         // anything.
         "noop" => Some(route.layer(MapRequestLayer::new(|request: Request<Body>| request))),
+        "minimal" => Some(route.layer(minimal::Layer::default())),
         _ => None,
     };
     runtime.block_on(async {
@@ -93,6 +103,10 @@ fn run(workload: &str, per_task: u64) {
         }
     });
 }
+
+/// The yardstick layer, shared with lock-bench's L workload.
+#[path = "../src/minimal_layer.rs"]
+mod minimal;
 
 /// Instructions of this program running `workload` under callgrind.
 fn counted(workload: &str, per_task: u64) -> u64 {

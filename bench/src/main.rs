@@ -17,7 +17,8 @@
 //!   on one key, a shared counter, 1 ms of work outside the lock), C8p (C8
 //!   as 4 processes x 2 tasks) and W1000 (1000 tasks on one key);
 //! - L: an axum route behind `LockLayer` against the bare route (and behind
-//!   a layer that does nothing: axum's own share) under HTTP load from a
+//!   a layer that does nothing: axum's own share; and behind the least a lock
+//!   layer can do, a yardstick: `minimal_layer`) under HTTP load from a
 //!   child process (16 connections, and 1 for latency); each
 //!   stack loads three times per round, interleaved, and keeps its best;
 //! - the state memory per waiting task and per held lock.
@@ -28,6 +29,7 @@
 mod chart;
 mod cpu;
 mod memory;
+mod minimal_layer;
 mod stats;
 mod subject;
 mod workloads;
@@ -132,7 +134,7 @@ async fn main() {
         if wanted("L") {
             let reference = reference::pair_limit(&client).await;
             for connections in [16, 1] {
-                let mut stacks = vec![Stack::Bare, Stack::Noop];
+                let mut stacks = vec![Stack::Bare, Stack::Noop, Stack::Minimal];
                 for subject in &order {
                     if let Some(locker) = subject.locker() {
                         stacks.push(Stack::Layered(locker, subject.label()));

@@ -29,11 +29,13 @@ const RUN_FOR: Duration = Duration::from_millis(500);
 pub const REPEATS: usize = 3;
 
 /// The route's stack: bare, behind a layer that does nothing (what
-/// axum's `Router::layer` costs by itself), or behind a `LockLayer` on a
-/// lock-core subject (its Locker and label).
+/// axum's `Router::layer` costs by itself), behind the minimal lock layer
+/// (a yardstick: the least any lock layer does), or behind a `LockLayer` on
+/// a lock-core subject (its Locker and label).
 pub enum Stack<'a> {
     Bare,
     Noop,
+    Minimal,
     Layered(&'a Locker, &'static str),
 }
 
@@ -42,6 +44,7 @@ impl Stack<'_> {
         match self {
             Stack::Bare => "bare route".to_owned(),
             Stack::Noop => "a layer that does nothing".to_owned(),
+            Stack::Minimal => "the minimal lock layer (a yardstick)".to_owned(),
             Stack::Layered(_, subject) => format!("LockLayer, {subject}"),
         }
     }
@@ -56,6 +59,7 @@ fn app(stack: &Stack<'_>) -> Router {
     match stack {
         Stack::Bare => route,
         Stack::Noop => route.layer(MapRequestLayer::new(|request: http::Request<Body>| request)),
+        Stack::Minimal => route.layer(crate::minimal_layer::Layer::default()),
         Stack::Layered(locker, _) => route.layer(LockLayer::new(
             (*locker).clone(),
             KeyFrom::path("/orders/{id}", "order:<id>"),
