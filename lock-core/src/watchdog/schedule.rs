@@ -11,9 +11,9 @@
 //! padded shards (`Sharded`), each a slab, and a thread enters its leases
 //! in a shard of its own, so that two worker threads do not pass the same
 //! cache lines back and forth on every lock; the first runtime's timetable
-//! is found without taking a lock. A slab fills and empties a slot in a few instructions;
-//! the runner, which wakes about once per lead time, pays for the order by
-//! scanning the slots there are.
+//! is found without taking a lock. A slab fills and empties a slot in a few
+//! instructions; the runner, which wakes about once per lead time, pays for
+//! the order by scanning the slots there are.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
