@@ -129,10 +129,11 @@ impl Locker {
     }
 
     /// A request for the lock on `key`; set `.ttl`, `.wait`, `.watchdog`
-    /// and await it. Keys are validated when the request runs: an empty or
-    /// over-long key is [`LockError::InvalidKey`].
-    pub fn lock(&self, key: impl Into<String>) -> LockRequest {
-        LockRequest::new(self.clone(), key.into())
+    /// and await it. The key is checked and its stored names laid out here
+    /// (the request keeps no copy of `key`); an empty or over-long key is
+    /// [`LockError::InvalidKey`] when the request is awaited.
+    pub fn lock(&self, key: impl AsRef<str>) -> LockRequest {
+        LockRequest::new(self.clone(), key.as_ref())
     }
 
     /// Tries once: `Ok(None)` when another owner (or another task of this
@@ -140,7 +141,7 @@ impl Locker {
     ///
     /// # Cancel safety
     /// Cancel safe: see [`LockRequest`].
-    pub async fn try_lock(&self, key: impl Into<String>) -> Result<Option<LockGuard>, LockError> {
+    pub async fn try_lock(&self, key: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
         self.lock(key).try_once().await
     }
 

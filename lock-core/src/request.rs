@@ -58,21 +58,34 @@ const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub struct LockRequest {
     locker: Locker,
-    key: String,
+    /// The key's stored names, laid out when the request is made (a bad
+    /// key's error is returned when the request is awaited; boxed, so
+    /// that every request stays small).
+    keys: Result<StoredKeys, Box<LockError>>,
+    ttl: Duration,
+    wait: Duration,
+    watchdog: bool,
+}
+
+/// A [`LockRequest`] whose key has been checked: what every step of an
+/// acquisition works on.
+struct Acquisition {
+    locker: Locker,
+    keys: StoredKeys,
     ttl: Duration,
     wait: Duration,
     watchdog: bool,
 }
 
 impl LockRequest {
-    pub(crate) fn new(locker: Locker, key: String) -> Self {
+    pub(crate) fn new(locker: Locker, key: &str) -> Self {
         let config = &locker.inner.config;
         LockRequest {
+            keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
             ttl: config.ttl,
             wait: config.wait,
             watchdog: config.watchdog,
             locker,
-            key,
         }
     }
 
@@ -99,33 +112,46 @@ impl LockRequest {
     /// Tries once; `Ok(None)` when the lock is held elsewhere.
     pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
         self.wait = Duration::ZERO;
-        match self.run().await {
+        match self.checked()?.run().await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::WaitTimeout { .. }) => Ok(None),
             Err(err) => Err(err),
         }
     }
 
+    /// The request with its key checked, or the key's error.
+    fn checked(self) -> Result<Acquisition, LockError> {
+        Ok(Acquisition {
+            keys: self.keys.map_err(|err| *err)?,
+            locker: self.locker,
+            ttl: self.ttl,
+            wait: self.wait,
+            watchdog: self.watchdog,
+        })
+    }
+}
+
+impl Acquisition {
     async fn run(self) -> Result<LockGuard, LockError> {
-        let keys = StoredKeys::new(&self.locker.inner.config.namespace, &self.key)?;
-        if let Some(held) = self.held_in_scope(&keys) {
+        if let Some(held) = self.held_in_scope() {
             return held;
         }
-        self.line_up(keys).await
+        self.line_up().await
     }
 
-    /// Takes the local slot for `keys` (waiting in line if another task of
-    /// this process has it), then works the store.
-    async fn line_up(self, keys: StoredKeys) -> Result<LockGuard, LockError> {
+    /// Takes the local slot for the key (waiting in line if another task
+    /// of this process has it), then works the store.
+    async fn line_up(self) -> Result<LockGuard, LockError> {
+        let keys = &self.keys;
         let inner = &self.locker.inner;
         let started = Instant::now();
         let deadline = started + self.wait;
         let mut first_sent = started;
-        let slot = match inner.queues.try_enter(&keys).map(Entered::owned) {
+        let slot = match inner.queues.try_enter(keys).map(Entered::owned) {
             Err(NoSlot::Busy) if !self.wait.is_zero() => {
                 // Waiting in line is the cold path: boxed, so that the
                 // future of an uncontended lock stays small.
-                let slot = Box::pin(inner.queues.enter(&keys, deadline)).await;
+                let slot = Box::pin(inner.queues.enter(keys, deadline)).await;
                 first_sent = Instant::now();
                 slot
             }
@@ -134,18 +160,17 @@ impl LockRequest {
         let slot = slot.map_err(|no| match no {
             NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),
             NoSlot::Full => LockError::TooManyWaiters {
-                key: LockError::shown(&self.key),
+                key: LockError::shown(keys.user()),
                 limit: inner.config.max_waiters_per_key,
             },
         })?;
-        self.contend(keys, slot, (started, first_sent), deadline)
-            .await
+        self.contend(slot, (started, first_sent), deadline).await
     }
 
     /// A reentrant guard (or the loss) if the calling task already holds
     /// this lock in a scope.
-    fn held_in_scope(&self, keys: &StoredKeys) -> Option<Result<LockGuard, LockError>> {
-        let lease = scope::held_by_task(self.locker.inner.id, keys.lease())?;
+    fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
+        let lease = scope::held_by_task(self.locker.inner.id, self.keys.lease())?;
         Some(match lease.status() {
             crate::lease::Status::Lost(reason) => Err(lease.lost_error(reason)),
             _ => Ok(LockGuard::reentrant(lease)),
@@ -161,35 +186,32 @@ impl LockRequest {
         if !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
             return InPlace::Run(self);
         }
-        let keys = match StoredKeys::new(&inner.config.namespace, &self.key) {
-            Ok(keys) => keys,
-            Err(err) => return InPlace::Done(Err(err)),
-        };
-        if let Some(held) = self.held_in_scope(&keys) {
+        if let Some(held) = self.held_in_scope() {
             return InPlace::Done(held);
         }
-        let Ok(entered) = inner.queues.try_enter(&keys) else {
-            return InPlace::LineUp(self, keys);
+        let keys = &self.keys;
+        let Ok(entered) = inner.queues.try_enter(keys) else {
+            return InPlace::LineUp(self);
         };
         let started = Instant::now();
         let owner = owner::next();
         let attempt = inner
             .backend
-            .try_acquire(&keys, owner.as_str(), self.ttl)
+            .try_acquire(keys, owner.as_str(), self.ttl)
             .into_ready()
             .ok();
         let Some(Ok(Attempt::Acquired(token))) = attempt else {
             // Held, or a store that broke its word: wait, keeping the slot.
             let slot = entered.owned();
-            return InPlace::Contend(self, keys, slot, started);
+            return InPlace::Contend(self, slot, started);
         };
         entered.into_lease();
-        tracing::debug!(key = %self.key, %token, "lock acquired");
+        tracing::debug!(key = %keys.user(), %token, "lock acquired");
         let settings = self.settings();
         let guard = hold(
             self.locker,
             settings,
-            (keys, owner),
+            (self.keys, owner),
             token,
             HeldSlot::InLine,
             started,
@@ -245,12 +267,12 @@ fn hold(
     LockGuard::owner(lease)
 }
 
-impl LockRequest {
+impl Acquisition {
     fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
         telemetry::wait_timed_out();
-        tracing::debug!(key = %self.key, waited = ?started.elapsed(), "lock wait timed out");
+        tracing::debug!(key = %self.keys.user(), waited = ?started.elapsed(), "lock wait timed out");
         LockError::WaitTimeout {
-            key: LockError::shown(&self.key),
+            key: LockError::shown(self.keys.user()),
             waited: started.elapsed(),
             holder_expires_in,
         }
@@ -260,7 +282,6 @@ impl LockRequest {
     /// the deadline passes.
     async fn contend(
         &self,
-        keys: StoredKeys,
         slot: LocalSlot,
         (started, first_sent): (Instant, Instant),
         deadline: Instant,
@@ -268,15 +289,14 @@ impl LockRequest {
         let inner = &self.locker.inner;
         let backend = &inner.backend;
         // Undo a possibly applied acquire if this future is dropped mid-request.
-        let mut undo = UndoOnDrop::new(&self.locker, keys, owner::next());
+        let mut undo = UndoOnDrop::new(self);
         let mut channel = Channel::default();
         let mut sent = first_sent;
         loop {
             undo.armed = true;
-            let attempt = {
-                let (keys, owner) = undo.parts();
-                backend.try_acquire(keys, owner, self.ttl).await
-            };
+            let attempt = backend
+                .try_acquire(&self.keys, undo.owner(), self.ttl)
+                .await;
             match attempt {
                 Ok(Attempt::Acquired(token)) => {
                     let lease_deadline = deadline_after(sent, self.ttl);
@@ -284,7 +304,7 @@ impl LockRequest {
                     if !backend.answers_in_place() && Instant::now() >= lease_deadline {
                         // The answer came too late to be of use (this process
                         // or the store stalled): give it back and go on.
-                        tracing::warn!(key = %self.key, %token, "acquired lease expired before the reply arrived");
+                        tracing::warn!(key = %self.keys.user(), %token, "acquired lease expired before the reply arrived");
                         undo.fire();
                         sent = Instant::now();
                         continue;
@@ -292,7 +312,7 @@ impl LockRequest {
                     let guard = hold(
                         self.locker.clone(),
                         self.settings(),
-                        undo.disarm(),
+                        (self.keys.clone(), undo.disarm()),
                         token,
                         HeldSlot::Owned(slot),
                         sent,
@@ -303,7 +323,7 @@ impl LockRequest {
                     } else {
                         guard
                     };
-                    tracing::debug!(key = %self.key, %token, waited = ?started.elapsed(), "lock acquired");
+                    tracing::debug!(key = %self.keys.user(), %token, waited = ?started.elapsed(), "lock acquired");
                     telemetry::acquired(started);
                     return Ok(guard);
                 }
@@ -312,9 +332,8 @@ impl LockRequest {
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
-                    let keys = undo.parts().0;
                     // Boxed like the local line: only a held lock gets here.
-                    Box::pin(self.await_release(&mut channel, keys, remaining, deadline)).await;
+                    Box::pin(self.await_release(&mut channel, remaining, deadline)).await;
                     sent = Instant::now();
                 }
                 Err(err) => {
@@ -322,8 +341,12 @@ impl LockRequest {
                         undo.armed = false;
                     }
                     telemetry::store_error(Operation::Acquire);
-                    tracing::warn!(key = %self.key, error = %err, "acquire failed: store unavailable");
-                    return Err(LockError::unavailable(&self.key, Operation::Acquire, err));
+                    tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
+                    return Err(LockError::unavailable(
+                        self.keys.user(),
+                        Operation::Acquire,
+                        err,
+                    ));
                 }
             }
         }
@@ -336,18 +359,17 @@ impl LockRequest {
     async fn await_release(
         &self,
         channel: &mut Channel,
-        keys: &StoredKeys,
         remaining: Option<Duration>,
         deadline: Instant,
     ) {
         if channel.signal.is_none() && !channel.failed {
-            match self.locker.inner.backend.subscribe(keys).await {
+            match self.locker.inner.backend.subscribe(&self.keys).await {
                 Ok(signal) => {
                     channel.signal = Some(signal);
                     return;
                 }
                 Err(err) => {
-                    tracing::debug!(key = %self.key, error = %err, "no release channel; polling");
+                    tracing::debug!(key = %self.keys.user(), error = %err, "no release channel; polling");
                     channel.failed = true;
                 }
             }
@@ -389,11 +411,11 @@ impl LockRequest {
         let failure = match confirmed {
             Ok(n) if n >= wanted => return Ok(guard),
             Ok(n) => LockError::ReplicasNotConfirmed {
-                key: LockError::shown(&self.key),
+                key: LockError::shown(self.keys.user()),
                 wanted,
                 confirmed: n,
             },
-            Err(err) => LockError::unavailable(&self.key, Operation::ConfirmReplicas, err),
+            Err(err) => LockError::unavailable(self.keys.user(), Operation::ConfirmReplicas, err),
         };
         // Whatever the release says, the acquire has failed.
         let _ = guard.release().await;
@@ -413,43 +435,45 @@ struct Channel {
 /// acquire request whose fate is unknown (in flight when the future was
 /// dropped, or timed out) may have taken the lock.
 struct UndoOnDrop<'a> {
-    locker: &'a Locker,
-    parts: Option<(StoredKeys, Owner)>,
+    acquisition: &'a Acquisition,
+    owner: Option<Owner>,
     armed: bool,
 }
 
 impl<'a> UndoOnDrop<'a> {
-    fn new(locker: &'a Locker, keys: StoredKeys, owner: Owner) -> Self {
+    /// Disarmed, with a fresh owner value.
+    fn new(acquisition: &'a Acquisition) -> Self {
         UndoOnDrop {
-            locker,
-            parts: Some((keys, owner)),
+            acquisition,
+            owner: Some(owner::next()),
             armed: false,
         }
     }
 
-    fn parts(&self) -> (&StoredKeys, &str) {
-        let (keys, owner) = self
-            .parts
+    /// The owner value the next attempt is sent with.
+    fn owner(&self) -> &str {
+        self.owner
             .as_ref()
-            .expect("parts are taken only on success");
-        (keys, owner.as_str())
+            .expect("the owner value is taken only on success")
+            .as_str()
     }
 
-    /// The lease is ours: hand over keys and owner value.
-    fn disarm(&mut self) -> (StoredKeys, Owner) {
+    /// The lease is ours: hand over the owner value.
+    fn disarm(&mut self) -> Owner {
         self.armed = false;
-        self.parts.take().expect("disarmed once")
+        self.owner.take().expect("disarmed once")
     }
 
     /// Releases by the current owner value in the background; later
     /// attempts use a fresh owner value, so that release cannot touch them.
     fn fire(&mut self) {
         self.armed = false;
-        let Some((keys, owner)) = self.parts.as_mut() else {
+        let Some(owner) = self.owner.as_mut() else {
             return;
         };
-        let (keys, owner) = (keys.clone(), std::mem::replace(owner, owner::next()));
-        let backend = Arc::clone(&self.locker.inner.backend);
+        let owner = std::mem::replace(owner, owner::next());
+        let keys = self.acquisition.keys.clone();
+        let backend = Arc::clone(&self.acquisition.locker.inner.backend);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let _ = backend.release(&keys, owner.as_str()).await;
@@ -479,12 +503,12 @@ impl IntoFuture for LockRequest {
 enum InPlace {
     Done(Result<LockGuard, LockError>),
     /// The general path, from the start.
-    Run(LockRequest),
-    /// The general path, from the local line, with the key checked.
-    LineUp(LockRequest, StoredKeys),
+    Run(Acquisition),
+    /// The general path, from the local line.
+    LineUp(Acquisition),
     /// The general path, holding the local slot, from the store request
     /// first sent at the instant.
-    Contend(LockRequest, StoredKeys, LocalSlot, Instant),
+    Contend(Acquisition, LocalSlot, Instant),
 }
 
 /// The future of a [`LockRequest`], which `.await` runs.
@@ -508,24 +532,28 @@ impl Future for LockFuture {
         let stage = &mut self.get_mut().0;
         if let Stage::Start(request) = stage {
             let request = request.take().expect("LockFuture polled after completion");
-            let span = |request: &LockRequest| tracing::debug_span!("lock", key = %LockError::shown(&request.key));
-            let general: Pin<Box<dyn Future<Output = _> + Send>> = match request.in_place() {
+            let acquisition = match request.checked() {
+                Ok(acquisition) => acquisition,
+                Err(err) => return Poll::Ready(Err(err)),
+            };
+            let span = |acquisition: &Acquisition| tracing::debug_span!("lock", key = %LockError::shown(acquisition.keys.user()));
+            let general: Pin<Box<dyn Future<Output = _> + Send>> = match acquisition.in_place() {
                 InPlace::Done(result) => return Poll::Ready(result),
-                InPlace::Run(request) => {
-                    let span = span(&request);
-                    Box::pin(request.run().instrument(span))
+                InPlace::Run(acquisition) => {
+                    let span = span(&acquisition);
+                    Box::pin(acquisition.run().instrument(span))
                 }
-                InPlace::LineUp(request, keys) => {
-                    let span = span(&request);
-                    Box::pin(request.line_up(keys).instrument(span))
+                InPlace::LineUp(acquisition) => {
+                    let span = span(&acquisition);
+                    Box::pin(acquisition.line_up().instrument(span))
                 }
-                InPlace::Contend(request, keys, slot, started) => {
-                    let span = span(&request);
-                    let deadline = started + request.wait;
+                InPlace::Contend(acquisition, slot, started) => {
+                    let span = span(&acquisition);
+                    let deadline = started + acquisition.wait;
                     Box::pin(
                         async move {
                             let sent = Instant::now();
-                            request.contend(keys, slot, (started, sent), deadline).await
+                            acquisition.contend(slot, (started, sent), deadline).await
                         }
                         .instrument(span),
                     )

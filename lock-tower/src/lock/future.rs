@@ -38,7 +38,8 @@ where
     /// Waiting for the lock; the request waits with it.
     Locking {
         acquire: LockFuture,
-        call: Option<Call<S, ReqB, R>>,
+        /// Boxed: only a lock that is not to be had at once gets here.
+        call: Option<Box<Call<S, ReqB, R>>>,
     },
     /// The handler runs as the lock's holder.
     Serving {
@@ -107,12 +108,12 @@ where
         ResponseFuture {
             state: State::Locking {
                 acquire,
-                call: Some(Call {
+                call: Some(Box::new(Call {
                     inner,
                     request,
                     on_lost,
                     answer,
-                }),
+                })),
             },
         }
     }
@@ -162,7 +163,7 @@ where
                         request,
                         on_lost,
                         answer,
-                    } = call.take().expect("ResponseFuture polled after completion");
+                    } = *call.take().expect("ResponseFuture polled after completion");
                     start(acquired, &mut inner, request, on_lost, answer)
                 }
                 StateProj::Serving {
