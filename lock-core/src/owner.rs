@@ -10,10 +10,14 @@
 //! counter that another thread writes.
 
 use std::cell::Cell;
+use std::fmt::Write as _;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-static PROCESS: LazyLock<String> = LazyLock::new(|| {
+use arrayvec::ArrayString;
+
+/// `<process id>:<pid>:`, the start of every owner value of this process.
+static PREFIX: LazyLock<ArrayString<INLINE>> = LazyLock::new(|| {
     let mut bytes = [0u8; 8];
     // Without an OS random source, fall back on time and pid: still unique
     // per process in practice, and the sequence keeps acquisitions apart.
@@ -23,7 +27,15 @@ static PROCESS: LazyLock<String> = LazyLock::new(|| {
             .map_or(0, |d| d.as_nanos() as u64);
         bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_le_bytes();
     }
-    format!("{:016x}:{}", u64::from_le_bytes(bytes), std::process::id())
+    let mut prefix = ArrayString::new();
+    // 16 hex digits, a pid of at most 10 digits and two colons fit.
+    let _ = write!(
+        prefix,
+        "{:016x}:{}:",
+        u64::from_le_bytes(bytes),
+        std::process::id()
+    );
+    prefix
 });
 
 static SEQUENCE: AtomicU64 = AtomicU64::new(1);
@@ -53,33 +65,19 @@ fn sequence() -> u64 {
 /// with their separators need at most 48 bytes.
 const INLINE: usize = 48;
 
-/// An owner value kept inline (no allocation; one is made on every lock).
-#[derive(Clone, Copy)]
-pub(crate) struct Owner {
-    bytes: [u8; INLINE],
-    len: u8,
-}
+/// An owner value kept inline (no allocation; one is made on every lock),
+/// as a string that needs no check when read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner(ArrayString<INLINE>);
 
 impl Owner {
     /// A copy of `value` if it fits inline.
     pub(crate) fn copy_of(value: &str) -> Option<Owner> {
-        let mut owner = Owner {
-            bytes: [0; INLINE],
-            len: u8::try_from(value.len())
-                .ok()
-                .filter(|&n| usize::from(n) <= INLINE)?,
-        };
-        owner.bytes[..value.len()].copy_from_slice(value.as_bytes());
-        Some(owner)
-    }
-
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+        ArrayString::from(value).ok().map(Owner)
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        // Only ever filled from whole `&str`s.
-        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+        &self.0
     }
 }
 
@@ -91,10 +89,9 @@ impl std::fmt::Debug for Owner {
 
 /// A fresh owner value.
 pub(crate) fn next() -> Owner {
-    let seq = sequence();
     let mut digits = [0u8; 20];
     let mut start = digits.len();
-    let mut rest = seq;
+    let mut rest = sequence();
     loop {
         start -= 1;
         digits[start] = b'0' + (rest % 10) as u8;
@@ -103,19 +100,10 @@ pub(crate) fn next() -> Owner {
             break;
         }
     }
-    let process: &str = &PROCESS;
-    let mut owner = Owner {
-        bytes: [0; INLINE],
-        len: 0,
-    };
-    let digits = &digits[start..];
-    let mut at = 0;
-    for part in [process.as_bytes(), b":", digits] {
-        owner.bytes[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
-    }
-    owner.len = at as u8;
-    owner
+    let mut owner = *PREFIX;
+    // ASCII digits: the check cannot fail, and the prefix leaves room for 20.
+    let _ = owner.try_push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+    Owner(owner)
 }
 
 #[cfg(test)]

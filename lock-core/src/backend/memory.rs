@@ -95,7 +95,7 @@ impl HeldBy {
 
     fn is(&self, owner: &str) -> bool {
         match self {
-            HeldBy::Inline(inline) => inline.as_bytes() == owner.as_bytes(),
+            HeldBy::Inline(inline) => inline.as_str() == owner,
             HeldBy::Heap(heap) => &**heap == owner,
         }
     }
