@@ -200,15 +200,13 @@ impl LocalQueues {
     /// the line.
     pub(crate) fn leave(&self, keys: &StoredKeys) {
         let mut lines = self.lines(keys);
-        let handed_over = match lines.get(keys) {
-            Some(Some(queue)) if Arc::strong_count(queue) > 1 => {
-                queue.gate.add_permits(1);
-                true
-            }
-            _ => false,
-        };
-        if !handed_over {
-            lines.remove(keys);
+        // Taken out at once: the common case is a line nobody waits in.
+        if let Some((stored, Some(queue))) = lines.remove_entry(keys)
+            && Arc::strong_count(&queue) > 1
+        {
+            // Somebody waits: hand the slot over and keep the line.
+            queue.gate.add_permits(1);
+            lines.insert(stored, Some(queue));
         }
     }
 

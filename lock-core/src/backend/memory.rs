@@ -199,16 +199,17 @@ impl MemoryBackend {
     fn release_now(&self, keys: &StoredKeys, owner: &str) -> Result<bool, StoreError> {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let Some(lease) = state.leases.get(keys) else {
+        // Taken out at once: the common case is the owner's release.
+        let Some((stored, lease)) = state.leases.remove_entry(keys) else {
             return Ok(false);
         };
         let live = lease.expires > now;
         let ours = live && lease.owner.is(owner);
-        if ours || !live {
-            state.leases.remove(keys);
-        }
         if ours {
             state.publish(keys);
+        } else if live {
+            // Another owner's lease: put back as it was.
+            state.leases.insert(stored, lease);
         }
         Ok(ours)
     }
