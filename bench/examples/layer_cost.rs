@@ -10,18 +10,14 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::routing::post;
 use http::Request;
 use lock_core::Locker;
-use lock_tower::{KeyFrom, LockLayer};
 use tower::ServiceExt;
+
+use crate::stacks::{Stack, app};
 
 const TASKS: u64 = 16;
 const REQUESTS_PER_TASK: u64 = 20_000;
-
-async fn pay() -> &'static str {
-    "paid\n"
-}
 
 /// CPU µs per request of `app` on a runtime with `workers` threads.
 fn per_request(app: &Router, workers: usize) -> f64 {
@@ -41,7 +37,7 @@ fn per_request(app: &Router, workers: usize) -> f64 {
                         let request = Request::post(uri).body(Body::empty()).expect("request");
                         let response = app.clone().oneshot(request).await.expect("response");
                         let body = axum::body::to_bytes(response.into_body(), 64).await;
-                        assert_eq!(&body.expect("body")[..], b"paid\n");
+                        assert_eq!(&body.expect("body")[..], stacks::PAID.as_bytes());
                     }
                 })
             })
@@ -54,17 +50,17 @@ fn per_request(app: &Router, workers: usize) -> f64 {
     })
 }
 
-/// The yardstick layer, shared with lock-bench's L workload.
-#[path = "../src/minimal_layer.rs"]
-mod minimal;
+/// The route and its stacks, shared with lock-bench's L workload (not
+/// every item is used here).
+#[allow(dead_code)]
+#[path = "../src/stacks.rs"]
+mod stacks;
 
 fn main() {
-    let route = Router::new().route("/orders/{id}", post(pay));
-    let layered = route.clone().layer(LockLayer::new(
-        Locker::memory(),
-        KeyFrom::path("/orders/{id}", "order:<id>"),
-    ));
-    let yardstick = route.clone().layer(minimal::Layer::default());
+    let locker = Locker::memory();
+    let route = app(&Stack::Bare);
+    let layered = app(&Stack::Layered(&locker, "memory"));
+    let yardstick = app(&Stack::Minimal);
     println!("| workers | bare route µs/request | minimal lock layer adds | LockLayer adds |");
     println!("|---|---|---|---|");
     for workers in [1, 2] {

@@ -6,10 +6,11 @@
 //!   thread);
 //! - lock-core alone: `lock(key).await` and dropping the guard, memory
 //!   backend, distinct keys;
-//! - a yardstick, not a lock library: [`minimal::Layer`], the least a lock
-//!   layer with `LockLayer`'s API can do (a key from the path, a mutex-guarded
-//!   set of held keys, a token and a handle in the request extensions, the
-//!   key given back when the response is ready) and nothing else (no lease,
+//! - a yardstick, not a lock library: the minimal lock layer
+//!   (`bench/src/minimal_layer.rs`), the least a lock layer with
+//!   `LockLayer`'s API can do (a key from the path, a mutex-guarded set of
+//!   held keys, a token and a handle in the request extensions, the key
+//!   given back when the response is ready) and nothing else (no lease,
 //!   expiry, waiting line, owner or telemetry).
 //!
 //! Each workload runs under callgrind twice, with 500 and 1500 operations
@@ -22,14 +23,12 @@
 
 use std::process::Command;
 
-use axum::Router;
 use axum::body::Body;
-use axum::routing::post;
 use http::Request;
 use lock_core::Locker;
-use lock_tower::{KeyFrom, LockLayer};
 use tower::ServiceExt;
-use tower::util::MapRequestLayer;
+
+use crate::stacks::Stack;
 
 const TASKS: u64 = 16;
 const FEW: u64 = 500;
@@ -50,10 +49,6 @@ const WORKLOADS: [(&str, &str); 5] = [
     ("core", "lock + release, lock-core memory"),
 ];
 
-async fn pay() -> &'static str {
-    "paid\n"
-}
-
 /// Runs `workload` with `per_task` operations in each of the tasks.
 fn run(workload: &str, per_task: u64) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -62,19 +57,14 @@ fn run(workload: &str, per_task: u64) {
         .build()
         .expect("runtime");
     let locker = Locker::memory();
-    let route = Router::new().route("/orders/{id}", post(pay));
-    let app = match workload {
-        "bare" => Some(route),
-        "layered" => Some(route.layer(LockLayer::new(
-            locker.clone(),
-            KeyFrom::path("/orders/{id}", "order:<id>"),
-        ))),
-        // What any layer costs under `Router::layer`, before it does
-        // anything.
-        "noop" => Some(route.layer(MapRequestLayer::new(|request: Request<Body>| request))),
-        "minimal" => Some(route.layer(minimal::Layer::default())),
+    let stack = match workload {
+        "bare" => Some(Stack::Bare),
+        "noop" => Some(Stack::Noop),
+        "layered" => Some(Stack::Layered(&locker, "memory")),
+        "minimal" => Some(Stack::Minimal),
         _ => None,
     };
+    let app = stack.as_ref().map(stacks::app);
     runtime.block_on(async {
         let tasks: Vec<_> = (0..TASKS)
             .map(|task| {
@@ -90,7 +80,7 @@ fn run(workload: &str, per_task: u64) {
                                 let response =
                                     app.clone().oneshot(request).await.expect("response");
                                 let body = axum::body::to_bytes(response.into_body(), 64).await;
-                                assert_eq!(&body.expect("body")[..], b"paid\n");
+                                assert_eq!(&body.expect("body")[..], stacks::PAID.as_bytes());
                             }
                             None => drop(locker.lock(format!("order:{id}")).await.expect("lock")),
                         }
@@ -104,9 +94,11 @@ fn run(workload: &str, per_task: u64) {
     });
 }
 
-/// The yardstick layer, shared with lock-bench's L workload.
-#[path = "../src/minimal_layer.rs"]
-mod minimal;
+/// The route and its stacks, shared with lock-bench's L workload (not
+/// every item is used here).
+#[allow(dead_code)]
+#[path = "../src/stacks.rs"]
+mod stacks;
 
 /// Instructions of this program running `workload` under callgrind.
 fn counted(workload: &str, per_task: u64) -> u64 {

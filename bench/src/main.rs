@@ -29,7 +29,7 @@
 mod chart;
 mod cpu;
 mod memory;
-mod minimal_layer;
+mod stacks;
 mod stats;
 mod subject;
 mod workloads;
@@ -38,9 +38,10 @@ use std::path::PathBuf;
 
 use lock_testkit::RedisServer;
 
+use crate::stacks::Stack;
 use crate::stats::Row;
 use crate::subject::Subject;
-use crate::workloads::http::{self, Stack};
+use crate::workloads::http;
 use crate::workloads::{contention, distinct, processes, reference};
 
 #[global_allocator]

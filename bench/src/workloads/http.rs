@@ -7,19 +7,14 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::post;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use lock_core::Locker;
-use lock_tower::{KeyFrom, LockLayer};
 use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
-use tower::util::MapRequestLayer;
 
+use crate::stacks::{Stack, app};
 use crate::stats::{Percentiles, Row};
 
 /// How long each load runs.
@@ -27,45 +22,6 @@ const RUN_FOR: Duration = Duration::from_millis(500);
 
 /// Loads per stack and round; the best one counts.
 pub const REPEATS: usize = 3;
-
-/// The route's stack: bare, behind a layer that does nothing (what
-/// axum's `Router::layer` costs by itself), behind the minimal lock layer
-/// (a yardstick: the least any lock layer does), or behind a `LockLayer` on
-/// a lock-core subject (its Locker and label).
-pub enum Stack<'a> {
-    Bare,
-    Noop,
-    Minimal,
-    Layered(&'a Locker, &'static str),
-}
-
-impl Stack<'_> {
-    pub fn label(&self) -> String {
-        match self {
-            Stack::Bare => "bare route".to_owned(),
-            Stack::Noop => "a layer that does nothing".to_owned(),
-            Stack::Minimal => "the minimal lock layer (a yardstick)".to_owned(),
-            Stack::Layered(_, subject) => format!("LockLayer, {subject}"),
-        }
-    }
-}
-
-async fn pay() -> &'static str {
-    "paid\n"
-}
-
-fn app(stack: &Stack<'_>) -> Router {
-    let route = Router::new().route("/orders/{id}", post(pay));
-    match stack {
-        Stack::Bare => route,
-        Stack::Noop => route.layer(MapRequestLayer::new(|request: http::Request<Body>| request)),
-        Stack::Minimal => route.layer(crate::minimal_layer::Layer::default()),
-        Stack::Layered(locker, _) => route.layer(LockLayer::new(
-            (*locker).clone(),
-            KeyFrom::path("/orders/{id}", "order:<id>"),
-        )),
-    }
-}
 
 /// What the load generator saw.
 #[derive(Debug, Serialize, Deserialize)]
