@@ -67,7 +67,7 @@ const INLINE: usize = 48;
 
 /// An owner value kept inline (no allocation; one is made on every lock),
 /// as a string that needs no check when read.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(crate) struct Owner(ArrayString<INLINE>);
 
 impl Owner {
