@@ -42,7 +42,7 @@ use crate::stacks::Stack;
 use crate::stats::Row;
 use crate::subject::Subject;
 use crate::workloads::http;
-use crate::workloads::{contention, distinct, processes, reference};
+use crate::workloads::{CommandCount, contention, distinct, processes, reference};
 
 #[global_allocator]
 static ALLOCATOR: memory::Counting = memory::Counting;
@@ -104,8 +104,8 @@ async fn main() {
             for subject in &order {
                 let before = cpu.read();
                 let mut row = match workload {
-                    "U1" => distinct::u1(subject).await,
-                    "U16" => distinct::u16(subject).await,
+                    "U1" => distinct::u1(subject, &client).await,
+                    "U16" => distinct::u16(subject, &client).await,
                     "C8" => contention::c8(subject, &client).await,
                     "C8p" if subject.on_redis() => processes::c8p(subject, &url, &client).await,
                     "W1000" => contention::w1000(subject, &client).await,
@@ -135,10 +135,15 @@ async fn main() {
         if wanted("L") {
             let reference = reference::pair_limit(&client).await;
             for connections in [16, 1] {
-                let mut stacks = vec![Stack::Bare, Stack::Noop, Stack::Minimal];
+                // Each stack with the subject whose Redis commands it sends.
+                let mut stacks = vec![
+                    (Stack::Bare, None),
+                    (Stack::Noop, None),
+                    (Stack::Minimal, None),
+                ];
                 for subject in &order {
                     if let Some(locker) = subject.locker() {
-                        stacks.push(Stack::Layered(locker, subject.label()));
+                        stacks.push((Stack::Layered(locker, subject.label()), Some(*subject)));
                     }
                 }
                 if round % 2 == 1 {
@@ -150,8 +155,13 @@ async fn main() {
                 // ever slows a run down.
                 let mut measured: Vec<Row> = Vec::new();
                 for _ in 0..http::REPEATS {
-                    for stack in &stacks {
-                        let row = measure(&cpu, http::l(stack, connections)).await;
+                    for (stack, subject) in &stacks {
+                        let count = match subject {
+                            Some(subject) => CommandCount::start(&client, subject).await,
+                            None => None,
+                        };
+                        let mut row = measure(&cpu, http::l(stack, connections)).await;
+                        row.commands = workloads::per_acquisition(count, row.acquisitions).await;
                         match measured.iter_mut().find(|r| r.subject == row.subject) {
                             Some(best) if best.ops_per_sec >= row.ops_per_sec => {}
                             Some(best) => *best = row,

@@ -2,11 +2,20 @@
 
 use tokio::time::Instant;
 
+use super::CommandCount;
 use crate::stats::{Percentiles, Row};
 use crate::subject::Subject;
 
-/// Lock + release on distinct keys from `tasks` tasks sharing `subject`.
-async fn distinct(workload: &str, subject: &Subject, tasks: usize, ops: usize) -> Row {
+/// Lock + release on distinct keys from `tasks` tasks sharing `subject`,
+/// whose store (if Redis) `client` reaches.
+async fn distinct(
+    workload: &str,
+    subject: &Subject,
+    client: &redis::Client,
+    tasks: usize,
+    ops: usize,
+) -> Row {
+    let count = CommandCount::start(client, subject).await;
     let started = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|task| {
@@ -31,9 +40,12 @@ async fn distinct(workload: &str, subject: &Subject, tasks: usize, ops: usize) -
         acquire.extend(a);
         release.extend(r);
     }
+    let ops_per_sec = acquire.len() as f64 / started.elapsed().as_secs_f64();
+    let acquisitions = acquire.len() as u64;
     Row {
-        ops_per_sec: acquire.len() as f64 / started.elapsed().as_secs_f64(),
-        acquisitions: acquire.len() as u64,
+        ops_per_sec,
+        acquisitions,
+        commands: super::per_acquisition(count, acquisitions).await,
         acquire: Percentiles::of(&mut acquire),
         release: Some(Percentiles::of(&mut release)),
         ..Row::new(workload, subject.label())
@@ -50,12 +62,12 @@ fn ops(subject: &Subject, on_redis: usize) -> usize {
 }
 
 /// U1: one task, lock + release on distinct keys.
-pub async fn u1(subject: &Subject) -> Row {
-    distinct("U1", subject, 1, ops(subject, 2000)).await
+pub async fn u1(subject: &Subject, client: &redis::Client) -> Row {
+    distinct("U1", subject, client, 1, ops(subject, 2000)).await
 }
 
 /// U16: 16 tasks on distinct keys sharing one subject (one Locker, one
 /// rslock manager).
-pub async fn u16(subject: &Subject) -> Row {
-    distinct("U16", subject, 16, ops(subject, 4000)).await
+pub async fn u16(subject: &Subject, client: &redis::Client) -> Row {
+    distinct("U16", subject, client, 16, ops(subject, 4000)).await
 }
