@@ -221,9 +221,9 @@ impl PathTemplate {
                 "path template {path:?} must start with `/`"
             )));
         }
-        let mut segments = Vec::new();
+        let mut shape = Vec::new();
         let mut names: Vec<String> = Vec::new();
-        for segment in path.split('/').skip(1) {
+        for segment in segments(path) {
             if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 if name.is_empty() || names.iter().any(|n| n == name) {
                     return Err(TemplateError(format!(
@@ -231,13 +231,13 @@ impl PathTemplate {
                     )));
                 }
                 names.push(name.to_owned());
-                segments.push(Segment::Capture(name.to_owned()));
+                shape.push(Segment::Capture(name.to_owned()));
             } else if segment.contains(['{', '}']) {
                 return Err(TemplateError(format!(
                     "segment {segment:?} of {path:?}: a capture takes a whole segment, `{{name}}`"
                 )));
             } else {
-                segments.push(Segment::Literal(segment.to_owned()));
+                shape.push(Segment::Literal(segment.to_owned()));
             }
         }
         let mut pieces = Vec::new();
@@ -277,7 +277,7 @@ impl PathTemplate {
         }
         Ok(PathTemplate {
             source: path.to_owned(),
-            segments,
+            segments: shape,
             key: pieces,
         })
     }
