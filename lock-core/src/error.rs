@@ -2,6 +2,7 @@
 //! [`StoreError`] it wraps.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::token::FencingToken;
@@ -63,16 +64,86 @@ pub enum LockError {
         reason: LossReason,
     },
 
-    /// The store could not be reached or did not answer in time.
+    /// The store could not be reached or did not answer in time, also after
+    /// the retries a broken connection gets (see [`StoreError`]).
     #[error(
         "lock store unavailable while {op} lock `{key}`: {source}; check that the server is \
-         up and reachable (REDIS_URL) and retry"
+         up and reachable, and retry"
     )]
     Unavailable {
         /// The user key.
         key: String,
         /// What the lock was doing.
         op: Operation,
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The store URL does not parse. Not retried: fix the URL.
+    #[error(
+        "invalid lock store URL; write it as redis://[user[:password]@]host[:port][/db] or \
+         redis+unix:///path"
+    )]
+    InvalidUrl {
+        /// What the URL parser said.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The store URL names a scheme this build cannot connect with (such as
+    /// `rediss://`: lock-core is built without TLS). Not retried.
+    #[error(
+        "lock store URL scheme `{scheme}` is not supported by this build; use redis:// or \
+         redis+unix:// (for TLS, run a TLS tunnel such as stunnel to the server)"
+    )]
+    UnsupportedScheme {
+        /// The scheme of the URL, such as `rediss`.
+        scheme: String,
+        /// What the client library said.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The store rejected the user name or password (Redis `WRONGPASS`).
+    /// Not retried: fix the credentials.
+    #[error(
+        "the lock store rejected the user name or password: fix the credentials in the store \
+         URL (redis://user:password@host:port)"
+    )]
+    AuthenticationFailed {
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The store requires a password and none was given (Redis `NOAUTH`).
+    /// Not retried: put the password in the URL.
+    #[error(
+        "the lock store requires a password and the store URL has none: add it \
+         (redis://:password@host:port, or redis://user:password@host:port for an ACL user)"
+    )]
+    PasswordRequired {
+        /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The store's access rules deny a command, key or channel the lock
+    /// needs (Redis `NOPERM`). Not retried.
+    ///
+    /// A Redis ACL user of a Locker with namespace `lock` needs:
+    /// `ACL SETUSER <user> ~lock:* &lock:* +evalsha +eval +script|load +get
+    /// +mget +set +del +append +pttl +pexpire +time +publish +subscribe
+    /// +unsubscribe +ping` (and `+wait` with
+    /// [`LockerBuilder::replicas`](crate::LockerBuilder::replicas)).
+    #[error(
+        "the lock store's access rules deny a command, key or channel that lock `{key}` needs; \
+         grant the store user those listed in the docs of LockError::PermissionDenied"
+    )]
+    PermissionDenied {
+        /// The user key (`*` when found while connecting).
+        key: String,
         /// The store's error.
         #[source]
         source: StoreError,
@@ -162,11 +233,25 @@ impl LockError {
         format!("{}... ({} bytes)", &key[..end], key.len())
     }
 
-    pub(crate) fn unavailable(key: &str, op: Operation, source: StoreError) -> Self {
-        LockError::Unavailable {
-            key: Self::shown(key),
-            op,
-            source,
+    /// The error for `source`, met while doing `op` on the lock `key`: a
+    /// refusal has its own variant, anything else is [`LockError::Unavailable`].
+    pub(crate) fn from_store(key: &str, op: Operation, source: StoreError) -> Self {
+        match source.refusal().cloned() {
+            Some(Refusal::InvalidUrl) => LockError::InvalidUrl { source },
+            Some(Refusal::UnsupportedScheme(scheme)) => {
+                LockError::UnsupportedScheme { scheme, source }
+            }
+            Some(Refusal::AuthenticationFailed) => LockError::AuthenticationFailed { source },
+            Some(Refusal::PasswordRequired) => LockError::PasswordRequired { source },
+            Some(Refusal::PermissionDenied) => LockError::PermissionDenied {
+                key: Self::shown(key),
+                source,
+            },
+            None => LockError::Unavailable {
+                key: Self::shown(key),
+                op,
+                source,
+            },
         }
     }
 
@@ -232,27 +317,90 @@ impl fmt::Display for LossReason {
     }
 }
 
-/// A failure of the store itself (connection, timeout, protocol).
+/// A failure of the store itself (connection, timeout, protocol), or its
+/// refusal of this client (bad URL, credentials, access rules).
 ///
-/// `outcome_unknown()` tells whether the request may have been applied: a
-/// timed-out acquire may have taken the lock, which is then released by its
-/// owner value in the background.
-#[derive(Debug)]
+/// - [`outcome_unknown`](Self::outcome_unknown): whether the request may
+///   have been applied. A request that times out may have been; an acquire
+///   then releases by its owner value in the background.
+/// - [`is_transient`](Self::is_transient): whether waiting may help. A
+///   waiting acquire goes on through transient errors for up to the
+///   Locker's timeout before it gives up.
+/// - [`refusal`](Self::refusal): why the store turned this client away; no
+///   retry helps, and [`LockError`] has a variant for each.
+///
+/// The Redis backend sends a request once more, on a fresh connection and
+/// within the same timeout, when its connection broke before any reply
+/// (refused, reset, closed): acquires are idempotent per owner value, and
+/// releases and renewals are owner-checked, so a second send is safe. A
+/// request that got no answer in time is not sent again (its outcome is
+/// unknown), and neither is `WAIT` (on a fresh connection it would confirm
+/// writes it never saw).
+#[derive(Debug, Clone)]
 pub struct StoreError {
     outcome_unknown: bool,
-    source: Box<dyn std::error::Error + Send + Sync>,
+    kind: Kind,
+    source: Arc<dyn std::error::Error + Send + Sync>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    /// The store may answer if asked again (connection, timeout, failover).
+    Transient,
+    /// The store answered with an error that asking again does not change.
+    Permanent,
+    /// The store turned this client away.
+    Refused(Refusal),
+}
+
+/// Why a store turned a client away: a setting to fix, not an outage to wait
+/// out. Each has its own [`LockError`] variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The URL does not parse.
+    InvalidUrl,
+    /// The URL's scheme (here) is one this build cannot connect with.
+    UnsupportedScheme(String),
+    /// Wrong user name or password.
+    AuthenticationFailed,
+    /// The store needs a password and none was given.
+    PasswordRequired,
+    /// The store's access rules deny a command, key or channel.
+    PermissionDenied,
 }
 
 impl StoreError {
-    /// A store error from any error; `outcome_unknown` says whether the
-    /// request may have reached the store and been applied.
+    /// A transient store error from any error; `outcome_unknown` says
+    /// whether the request may have reached the store and been applied.
     pub fn new(
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
         outcome_unknown: bool,
     ) -> Self {
         StoreError {
             outcome_unknown,
-            source: source.into(),
+            kind: Kind::Transient,
+            source: Arc::from(source.into()),
+        }
+    }
+
+    /// An error answer of the store that asking again would not change
+    /// (the request was not applied).
+    pub fn permanent(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError {
+            kind: Kind::Permanent,
+            ..StoreError::new(source, false)
+        }
+    }
+
+    /// The store turned this client away (the request was not applied).
+    pub fn refused(
+        refusal: Refusal,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        StoreError {
+            kind: Kind::Refused(refusal),
+            ..StoreError::new(source, false)
         }
     }
 
@@ -261,9 +409,31 @@ impl StoreError {
         StoreError::new(format!("no answer within {after:?}"), true)
     }
 
+    /// The same error, with whether the request may have been applied set
+    /// to `unknown` (by a caller that knows better than the error alone).
+    pub(crate) fn unknown(mut self, unknown: bool) -> Self {
+        self.outcome_unknown = unknown;
+        self
+    }
+
     /// Whether the request may have been applied.
     pub fn outcome_unknown(&self) -> bool {
         self.outcome_unknown
+    }
+
+    /// Whether asking again later may succeed: a connection that broke, a
+    /// server that is down, restarting or slow. False for refusals and for
+    /// error answers.
+    pub fn is_transient(&self) -> bool {
+        self.kind == Kind::Transient
+    }
+
+    /// Why the store turned this client away, if it did.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &self.kind {
+            Kind::Refused(refusal) => Some(refusal),
+            _ => None,
+        }
     }
 }
 
@@ -285,8 +455,31 @@ impl std::error::Error for StoreError {
 
 impl From<redis::RedisError> for StoreError {
     fn from(err: redis::RedisError) -> Self {
+        use redis::{ErrorKind, RetryMethod};
+        let refusal = match (err.kind(), err.code()) {
+            (ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS")) => {
+                Some(Refusal::AuthenticationFailed)
+            }
+            (_, Some("NOAUTH")) => Some(Refusal::PasswordRequired),
+            // A command a script calls is denied with an `ERR` that quotes it.
+            (_, Some("NOPERM")) => Some(Refusal::PermissionDenied),
+            _ if err.detail().is_some_and(|d| d.contains("NOPERM")) => {
+                Some(Refusal::PermissionDenied)
+            }
+            _ => None,
+        };
+        if let Some(refusal) = refusal {
+            return StoreError::refused(refusal, err);
+        }
+        // An answer of the server that no retry changes (a script error,
+        // a wrong type); failover and loading answers are worth a retry.
+        if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+            && matches!(err.retry_method(), RetryMethod::NoRetry)
+        {
+            return StoreError::permanent(err);
+        }
         // A dropped connection or a timeout leaves the fate of a sent
-        // command open; a refused connection or a server error does not.
+        // command open; a refused connection does not.
         let unknown =
             (err.is_timeout() || err.is_connection_dropped()) && !err.is_connection_refusal();
         StoreError::new(err, unknown)

@@ -180,7 +180,7 @@ impl LockGuard {
             (Some(reason), _) => Err(lease.lost_error(reason)),
             (None, Ok(true)) => Ok(()),
             (None, Ok(false)) => Err(lease.lost_error(LossReason::OwnerChanged)),
-            (None, Err(err)) => Err(LockError::unavailable(
+            (None, Err(err)) => Err(LockError::from_store(
                 lease.keys.user(),
                 Operation::Release,
                 err,

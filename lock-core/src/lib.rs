@@ -109,7 +109,7 @@ mod waiting;
 mod watchdog;
 
 pub use backend::Backend;
-pub use error::{LockError, LossReason, Operation, StoreError};
+pub use error::{LockError, LossReason, Operation, Refusal, StoreError};
 pub use global::{install, installed};
 pub use guard::LockGuard;
 pub use handle::Lease;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::LockGuard;
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
-use crate::keys::validate_namespace;
+use crate::keys::{StoredKeys, validate_namespace};
 use crate::request::LockRequest;
 use crate::waiting::LocalQueues;
 use crate::watchdog::Watchdogs;
@@ -98,7 +98,9 @@ impl Locker {
     /// A Locker on the Redis server at `url`, with default settings.
     ///
     /// Fails with [`LockError::Unavailable`] if the server cannot be reached
-    /// within the default timeout (2 s).
+    /// within the default timeout (2 s), and with a variant of its own for
+    /// what no retry fixes (a bad URL, credentials, access rules): see
+    /// [`LockerBuilder::redis`].
     pub async fn redis(url: &str) -> Result<Locker, LockError> {
         Locker::builder().redis(url).await
     }
@@ -265,9 +267,12 @@ impl LockerBuilder {
         self
     }
 
-    /// Bound on connecting and on each store request (default 2 s). A
-    /// request that runs out of it may have been applied; an acquire then
-    /// releases by owner value in the background.
+    /// Bound on connecting and on each store request (default 2 s), a
+    /// second send after a broken connection included. A request that runs
+    /// out of it may have been applied; an acquire then releases by owner
+    /// value in the background. A waiting acquire goes on through store
+    /// errors (a restart, a cut connection) until the store has failed for
+    /// this long, then fails with [`LockError::Unavailable`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.config.timeout = timeout;
         self
@@ -319,13 +324,31 @@ impl LockerBuilder {
         Ok(Locker::from_parts(Arc::new(backend), config))
     }
 
-    /// A Locker on the Redis server at `url`; fails with
-    /// [`LockError::Unavailable`] if it cannot be reached within the timeout.
+    /// A Locker on the Redis server at `url`.
+    ///
+    /// One round trip checks the connection as a lock would use it (a
+    /// lock script on a key of the namespace), so that what no retry fixes
+    /// is an error here, not at the first lock:
+    /// [`InvalidUrl`](LockError::InvalidUrl),
+    /// [`UnsupportedScheme`](LockError::UnsupportedScheme),
+    /// [`AuthenticationFailed`](LockError::AuthenticationFailed),
+    /// [`PasswordRequired`](LockError::PasswordRequired) and
+    /// [`PermissionDenied`](LockError::PermissionDenied). A server that
+    /// cannot be reached within the timeout is
+    /// [`Unavailable`](LockError::Unavailable).
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
         let config = self.validated()?;
+        let failed = |err| LockError::from_store("*", Operation::Acquire, err);
         let backend = RedisBackend::connect(url, config.timeout)
             .await
-            .map_err(|err| LockError::unavailable("*", Operation::Acquire, err))?;
+            .map_err(failed)?;
+        // Renewing a lease nobody holds changes nothing and answers `false`;
+        // it runs what every lock runs (a script on the namespace's keys).
+        let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;
+        backend
+            .renew(&probe, "lock-core:connection-check", MIN_TTL)
+            .await
+            .map_err(|err| failed(err.unknown(false)))?;
         tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");
         Ok(Locker::from_parts(Arc::new(backend), config))
     }

@@ -342,7 +342,7 @@ impl Acquisition {
                     }
                     telemetry::store_error(Operation::Acquire);
                     tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
-                    return Err(LockError::unavailable(
+                    return Err(LockError::from_store(
                         self.keys.user(),
                         Operation::Acquire,
                         err,
@@ -415,7 +415,7 @@ impl Acquisition {
                 wanted,
                 confirmed: n,
             },
-            Err(err) => LockError::unavailable(self.keys.user(), Operation::ConfirmReplicas, err),
+            Err(err) => LockError::from_store(self.keys.user(), Operation::ConfirmReplicas, err),
         };
         // Whatever the release says, the acquire has failed.
         let _ = guard.release().await;

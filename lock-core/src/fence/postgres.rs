@@ -80,7 +80,7 @@ fn token_param(token: FencingToken) -> Result<i64, LockError> {
 
 fn unavailable(resource: &str, err: tokio_postgres::Error) -> LockError {
     let unknown = err.is_closed();
-    LockError::unavailable(
+    LockError::from_store(
         resource,
         Operation::FencedWrite,
         StoreError::new(err, unknown),

@@ -184,7 +184,7 @@ where
                     }
                 }
             }
-            other => Err(LockError::unavailable(
+            other => Err(LockError::from_store(
                 key,
                 Operation::FencedWrite,
                 StoreError::new(
@@ -195,15 +195,20 @@ where
         }
     }
 
-    /// Awaits `request` within the timeout, naming `key` in errors.
+    /// Awaits `request` within the timeout, naming `key` in errors. A write
+    /// is sent once: what it writes is the caller's, and need not be safe
+    /// to repeat.
     async fn bounded<T>(
         &self,
         key: &str,
         request: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        crate::backend::redis::within(self.timeout, request)
-            .await
-            .map_err(|failure| LockError::unavailable(key, Operation::FencedWrite, failure))
+        let failure = match tokio::time::timeout(self.timeout, request).await {
+            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Err(err)) => StoreError::from(err),
+            Err(_) => StoreError::timed_out(self.timeout),
+        };
+        Err(LockError::from_store(key, Operation::FencedWrite, failure))
     }
 
     /// Deletes `key` and its token record.

@@ -19,7 +19,7 @@ use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
 
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT};
-use super::{lock_invocation, within};
+use super::{Sent, lock_invocation, within};
 use crate::error::StoreError;
 use crate::keys::StoredKeys;
 
@@ -56,7 +56,7 @@ struct Queued {
     operation: Operation,
     keys: StoredKeys,
     owner: Box<str>,
-    reply: oneshot::Sender<Result<redis::Value, StoreError>>,
+    reply: oneshot::Sender<Result<Sent<redis::Value>, StoreError>>,
 }
 
 /// The queue of one backend and the connection its calls go over.
@@ -102,7 +102,7 @@ where
         operation: Operation,
         keys: &StoredKeys,
         owner: &str,
-    ) -> Result<redis::Value, StoreError> {
+    ) -> Result<Sent<redis::Value>, StoreError> {
         let (reply, answer) = oneshot::channel();
         let batch = {
             let mut state = self.state();
@@ -155,33 +155,40 @@ where
         });
     }
 
-    /// Sends one call and hands each operation its reply.
+    /// Sends one call (again if its connection broke, see [`within`]) and
+    /// hands each operation its reply.
     async fn send(&self, batch: Vec<Queued>) {
-        let mut connection = self.connection.clone();
-        let replies = within(
-            self.timeout,
-            invocation(&batch).invoke_async(&mut connection),
-        )
+        let invocation = &invocation(&batch);
+        let sent = within(self.timeout, || {
+            let mut connection = self.connection.clone();
+            async move { invocation.invoke_async(&mut connection).await }
+        })
         .await;
         // A call of one runs the single-operation scripts, which cost the
         // server less than the loop; their one reply stands for the list.
-        let replies: Result<Vec<redis::Value>, StoreError> = match (replies, batch.len()) {
-            (Ok(value), 1) => Ok(vec![value]),
-            (Ok(redis::Value::Array(values)), _) => Ok(values),
-            (Ok(other), _) => Err(StoreError::new(
-                format!("unexpected reply to a call of lock operations: {other:?}"),
-                true,
-            )),
-            (Err(err), _) => Err(err),
+        let (replies, maybe_twice) = match sent {
+            Ok(Sent { reply, maybe_twice }) => match (reply, batch.len()) {
+                (value, 1) => (Ok(vec![value]), maybe_twice),
+                (redis::Value::Array(values), _) => (Ok(values), maybe_twice),
+                (other, _) => (
+                    Err(StoreError::new(
+                        format!("unexpected reply to a call of lock operations: {other:?}"),
+                        true,
+                    )),
+                    maybe_twice,
+                ),
+            },
+            Err(err) => (Err(err), false),
         };
         match replies {
             Ok(replies) if replies.len() == batch.len() => {
-                for (queued, value) in batch.into_iter().zip(replies) {
+                for (queued, reply) in batch.into_iter().zip(replies) {
                     let taken = matches!(
-                        (&queued.operation, &value),
+                        (&queued.operation, &reply),
                         (Operation::Acquire(_), redis::Value::BulkString(_))
                     );
-                    if queued.reply.send(Ok(value)).is_err() && taken {
+                    let sent = Sent { reply, maybe_twice };
+                    if queued.reply.send(Ok(sent)).is_err() && taken {
                         // Its caller gave up waiting: give the lease back.
                         self.give_back(queued.keys, queued.owner);
                     }
@@ -200,12 +207,8 @@ where
                 }
             }
             Err(err) => {
-                let message = err.to_string();
-                let unknown = err.outcome_unknown();
                 for queued in batch {
-                    let _ = queued
-                        .reply
-                        .send(Err(StoreError::new(message.clone(), unknown)));
+                    let _ = queued.reply.send(Err(err.clone()));
                 }
             }
         }

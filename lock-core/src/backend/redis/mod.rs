@@ -15,7 +15,7 @@ use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
 use self::scripts::RENEW_SCRIPT;
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
-use crate::error::StoreError;
+use crate::error::{Refusal, StoreError};
 use crate::keys::StoredKeys;
 use crate::token::FencingToken;
 
@@ -45,11 +45,14 @@ pub struct RedisBackend<C = ConnectionManager> {
 
 impl RedisBackend<ConnectionManager> {
     /// Connects to the server at `url` (`redis://host:port/db`,
-    /// `rediss://...`, `redis+unix:///path`), bounding connects and requests
-    /// by `timeout`.
+    /// `redis+unix:///path`), bounding connects and requests by `timeout`.
+    ///
+    /// A URL that does not parse, a scheme this build cannot connect with
+    /// (`rediss://`: no TLS) and rejected credentials are
+    /// [refusals](StoreError::refusal), not transient errors.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|err| StoreError::new(err, false))?;
-        // Responses are bounded per request by `bounded` instead (WAIT needs
+        let client = open(url)?;
+        // Responses are bounded per request by `within` instead (WAIT needs
         // a longer bound than the others).
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -60,7 +63,7 @@ impl RedisBackend<ConnectionManager> {
         let connection = tokio::time::timeout(timeout, connect)
             .await
             .map_err(|_| StoreError::new(format!("could not connect within {timeout:?}"), false))?
-            .map_err(|err| StoreError::new(err, false))?;
+            .map_err(|err| StoreError::from(err).unknown(false))?;
         let description = format!("redis {}", client.get_connection_info().addr());
         Ok(RedisBackend {
             batcher: Some(Batcher::new(connection.clone(), timeout)),
@@ -71,6 +74,24 @@ impl RedisBackend<ConnectionManager> {
         })
     }
 }
+
+/// A client for `url`, or the refusal that says what is wrong with it.
+fn open(url: &str) -> Result<redis::Client, StoreError> {
+    // Checked here, not left to redis-rs: another crate of the build may
+    // turn on its TLS (features unify), and `rediss://` would then panic
+    // in rustls without a crypto provider.
+    if let Some((scheme, _)) = url.split_once("://")
+        && !SCHEMES.contains(&scheme)
+    {
+        let refusal = Refusal::UnsupportedScheme(scheme.to_owned());
+        let reason = format!("lock-core connects over {}", SCHEMES.join(", "));
+        return Err(StoreError::refused(refusal, reason));
+    }
+    redis::Client::open(url).map_err(|err| StoreError::refused(Refusal::InvalidUrl, err))
+}
+
+/// URL schemes this build connects with (`rediss` would need TLS).
+const SCHEMES: [&str; 5] = ["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
 
 impl<C> RedisBackend<C>
 where
@@ -93,24 +114,66 @@ where
         }
     }
 
-    /// Runs `request` on a clone of the connection within the timeout.
-    async fn bounded<T, F, Fut>(&self, request: F) -> Result<T, StoreError>
+    /// Runs `request` on a clone of the connection within the timeout,
+    /// sending it again once if the connection broke (see [`within`]).
+    async fn bounded<T, F, Fut>(&self, mut request: F) -> Result<Sent<T>, StoreError>
     where
-        F: FnOnce(C) -> Fut,
+        F: FnMut(C) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        within(self.timeout, request(self.connection.clone())).await
+        within(self.timeout, || request(self.connection.clone())).await
     }
 }
 
-/// Awaits one Redis request for at most `timeout`; running out of it is an
-/// error whose outcome is unknown (the request may have been applied).
-pub(crate) async fn within<T>(
+/// A reply, and whether the request may have been applied twice: its first
+/// send broke off with its outcome unknown, and it was sent again.
+pub(crate) struct Sent<T> {
+    pub(crate) reply: T,
+    pub(crate) maybe_twice: bool,
+}
+
+/// Sends a request made by `send`, and once more if the connection broke
+/// before any reply (refused, reset, closed: the connection manager has
+/// begun replacing it, and the second send waits for the new one), all
+/// within `timeout`. Running out of time is an error whose outcome is
+/// unknown (the request may have been applied), and is never resent.
+///
+/// Only requests that are safe to repeat go through here: an acquire is
+/// idempotent per owner value, releases and renewals are owner-checked.
+pub(crate) async fn within<T, Fut>(
     timeout: Duration,
-    request: impl Future<Output = redis::RedisResult<T>>,
-) -> Result<T, StoreError> {
-    match tokio::time::timeout(timeout, request).await {
-        Ok(result) => Ok(result?),
+    mut send: impl FnMut() -> Fut,
+) -> Result<Sent<T>, StoreError>
+where
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    let sends = async {
+        let first = match send().await {
+            Ok(reply) => {
+                return Ok(Sent {
+                    reply,
+                    maybe_twice: false,
+                });
+            }
+            Err(err) if err.is_io_error() && !err.is_timeout() => StoreError::from(err),
+            Err(err) => return Err(StoreError::from(err)),
+        };
+        tracing::debug!(error = %first, "connection broke; sending the request again on a fresh one");
+        let in_doubt = first.outcome_unknown();
+        match send().await {
+            Ok(reply) => Ok(Sent {
+                reply,
+                maybe_twice: in_doubt,
+            }),
+            Err(err) => {
+                let err = StoreError::from(err);
+                let unknown = err.outcome_unknown() || in_doubt;
+                Err(err.unknown(unknown))
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, sends).await {
+        Ok(outcome) => outcome,
         Err(_) => Err(StoreError::timed_out(timeout)),
     }
 }
@@ -132,9 +195,11 @@ where
         T: redis::FromRedisValue,
         A: redis::ToRedisArgs,
     {
-        let invocation = lock_invocation(script, keys, owner, extra);
-        self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
-            .await
+        let invocation = &lock_invocation(script, keys, owner, extra);
+        let sent = self
+            .bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+            .await?;
+        Ok(sent.reply)
     }
 
     /// Takes or gives back a lease: in a shared call when this backend
@@ -144,11 +209,11 @@ where
         operation: Operation,
         keys: &StoredKeys,
         owner: &str,
-    ) -> Result<redis::Value, StoreError> {
+    ) -> Result<Sent<redis::Value>, StoreError> {
         match &self.batcher {
             Some(batcher) => batcher.run(operation, keys, owner).await,
             None => {
-                let invocation = operation.invocation(keys, owner);
+                let invocation = &operation.invocation(keys, owner);
                 self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
                     .await
             }
@@ -205,7 +270,7 @@ where
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
             let operation = Operation::Acquire(millis(ttl));
-            acquire_outcome(self.lock_operation(operation, keys, owner).await?)
+            acquire_outcome(self.lock_operation(operation, keys, owner).await?.reply)
         })
     }
 
@@ -229,10 +294,12 @@ where
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
-            let reply = self.lock_operation(Operation::Release, keys, owner).await?;
+            let sent = self.lock_operation(Operation::Release, keys, owner).await?;
             let released: i64 =
-                redis::from_redis_value(reply).map_err(|err| StoreError::new(err, true))?;
-            Ok(released == 1)
+                redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
+            // A release sent twice finds the lease gone if its first send
+            // removed it: that counts as released.
+            Ok(released == 1 || sent.maybe_twice)
         })
     }
 
@@ -243,9 +310,8 @@ where
         StoreFuture::new(async move {
             match &self.hub {
                 Some(hub) => hub.subscribe(keys.channel()).await,
-                None => Err(StoreError::new(
+                None => Err(StoreError::permanent(
                     "no pub/sub client configured; waiting falls back on the lease TTL",
-                    false,
                 )),
             }
         })
