@@ -16,7 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use tracing::Instrument;
 
 use crate::backend::{Attempt, ReleaseSignal};
-use crate::error::{LockError, Operation};
+use crate::error::{LockError, Operation, StoreError};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::{HeldSlot, LeaseParts, LeaseState, deadline_after};
@@ -28,6 +28,11 @@ use crate::{owner, scope, telemetry, watchdog};
 
 /// Without a release channel, waiters look again at least this often.
 const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
+
+/// Shortest and longest pause before an acquire tries again after a
+/// transient store error.
+const RETRY_AFTER_ERROR: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_millis(250));
 
 /// A request for one lock, made by [`Locker::lock`]; set options, then
 /// `.await` it.
@@ -291,6 +296,8 @@ impl Acquisition {
         // Undo a possibly applied acquire if this future is dropped mid-request.
         let mut undo = UndoOnDrop::new(self);
         let mut channel = Channel::default();
+        // When the first of the store errors met in a row was sent.
+        let mut failing_since: Option<Instant> = None;
         let mut sent = first_sent;
         loop {
             undo.armed = true;
@@ -329,6 +336,7 @@ impl Acquisition {
                 }
                 Ok(Attempt::Held { remaining }) => {
                     undo.armed = false;
+                    failing_since = None;
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
@@ -341,15 +349,45 @@ impl Acquisition {
                         undo.armed = false;
                     }
                     telemetry::store_error(Operation::Acquire);
-                    tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
-                    return Err(LockError::from_store(
-                        self.keys.user(),
-                        Operation::Acquire,
-                        err,
-                    ));
+                    let since = *failing_since.get_or_insert(sent);
+                    let Some(retry_at) = self.retry_after(&err, since, deadline) else {
+                        tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
+                        return Err(LockError::from_store(
+                            self.keys.user(),
+                            Operation::Acquire,
+                            err,
+                        ));
+                    };
+                    tracing::debug!(key = %self.keys.user(), error = %err, "acquire failed; trying again while the store recovers");
+                    sleep_until(retry_at).await;
+                    // The same owner value goes again: an answer with our
+                    // token may date from the attempt in doubt, whose lease
+                    // started when it was sent.
+                    if !undo.armed {
+                        sent = Instant::now();
+                    }
                 }
             }
         }
+    }
+
+    /// When to try again after the store error `err`, in an outage that
+    /// began with the attempt sent at `since`; `None` to give up. A waiter
+    /// treats a broken connection as one more reason to wait, but not
+    /// past its deadline, and not once the store has failed for longer than
+    /// the Locker's timeout (an outage then fails every request in about that
+    /// time, not after each one's whole wait). Refusals and error answers
+    /// are not waited out.
+    fn retry_after(&self, err: &StoreError, since: Instant, deadline: Instant) -> Option<Instant> {
+        let now = Instant::now();
+        let failing = now.saturating_duration_since(since);
+        if !err.is_transient() || now >= deadline || failing >= self.locker.inner.config.timeout {
+            return None;
+        }
+        // Soon after a cut (the connection is being replaced), then less
+        // often the longer the store stays away.
+        let pause = (failing / 2).clamp(RETRY_AFTER_ERROR.0, RETRY_AFTER_ERROR.1);
+        Some((now + pause).min(deadline))
     }
 
     /// Waits for the holder's release: subscribes first if there is no
@@ -363,15 +401,21 @@ impl Acquisition {
         deadline: Instant,
     ) {
         if channel.signal.is_none() && !channel.failed {
-            match self.locker.inner.backend.subscribe(&self.keys).await {
-                Ok(signal) => {
+            let subscribe = self.locker.inner.backend.subscribe(&self.keys);
+            match tokio::time::timeout_at(deadline, subscribe).await {
+                Ok(Ok(signal)) => {
                     channel.signal = Some(signal);
                     return;
                 }
-                Err(err) => {
+                // A cut connection: poll this time, subscribe again next.
+                Ok(Err(err)) if err.is_transient() => {
+                    tracing::debug!(key = %self.keys.user(), error = %err, "subscribing failed; polling until it works");
+                }
+                Ok(Err(err)) => {
                     tracing::debug!(key = %self.keys.user(), error = %err, "no release channel; polling");
                     channel.failed = true;
                 }
+                Err(_) => return,
             }
         }
         let now = Instant::now();
@@ -427,7 +471,7 @@ impl Acquisition {
 #[derive(Default)]
 struct Channel {
     signal: Option<ReleaseSignal>,
-    /// Subscribing failed: poll instead.
+    /// Subscribing cannot work (the store has no channel): poll instead.
     failed: bool,
 }
 
