@@ -158,7 +158,10 @@ impl LockGuard {
     /// Returns [`LockError::Lost`] if the lease had been lost (the critical
     /// section may have overlapped another holder: fenced writes catch
     /// that), and never removes another owner's lock. A reentrant guard
-    /// releases nothing.
+    /// releases nothing. If the store cannot be reached, this returns
+    /// [`LockError::Unavailable`] and the release goes on in the background,
+    /// owner-checked, until it gets through or the lease would have ended
+    /// anyway (so waiters do not wait out the whole ttl).
     ///
     /// # Cancel safety
     /// If the returned future is dropped before it completes, the guard is
