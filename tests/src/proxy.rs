@@ -1,11 +1,11 @@
 //! [`DelayProxy`]: a loopback TCP proxy in front of a server that can hold
-//! the traffic from clients to the server, as a slow network would: bytes
-//! sent while held are delivered, in order, when released.
+//! traffic, as a slow network would (bytes sent while held are delivered,
+//! in order, when released), and cut connections, as a broken one would.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -13,8 +13,21 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct DelayProxy {
     addr: SocketAddr,
-    held: Arc<watch::Sender<bool>>,
+    gates: Arc<Gates>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What the proxy's connections obey.
+#[derive(Debug)]
+struct Gates {
+    /// Client-to-server bytes wait while true.
+    requests_held: watch::Sender<bool>,
+    /// Server-to-client bytes wait while true.
+    replies_held: watch::Sender<bool>,
+    /// Every bump closes the connections open at the time.
+    severed: watch::Sender<u64>,
+    /// New connections are closed at once while true.
+    refusing: watch::Sender<bool>,
 }
 
 impl DelayProxy {
@@ -22,19 +35,28 @@ impl DelayProxy {
     pub async fn start(upstream_port: u16) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
-        let held = Arc::new(watch::channel(false).0);
-        let gate = Arc::clone(&held);
+        let gates = Arc::new(Gates {
+            requests_held: watch::channel(false).0,
+            replies_held: watch::channel(false).0,
+            severed: watch::channel(0).0,
+            refusing: watch::channel(false).0,
+        });
+        let shared = Arc::clone(&gates);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let gate = gate.subscribe();
+                if *shared.refusing.borrow() {
+                    continue; // let in and at once shut out
+                }
+                let gates = Arc::clone(&shared);
+                let severed = gates.severed.subscribe();
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await {
-                        pipe(client, server, gate).await;
+                        pipe(client, server, &gates, severed).await;
                     }
                 });
             }
         });
-        DelayProxy { addr, held, task }
+        DelayProxy { addr, gates, task }
     }
 
     /// `redis://` URL of the proxy.
@@ -44,12 +66,37 @@ impl DelayProxy {
 
     /// Holds client-to-server bytes from now on.
     pub fn hold(&self) {
-        self.held.send_replace(true);
+        self.gates.requests_held.send_replace(true);
     }
 
-    /// Delivers what was held and lets traffic flow again.
+    /// Holds server-to-client bytes from now on: requests are served, their
+    /// replies wait.
+    pub fn hold_replies(&self) {
+        self.gates.replies_held.send_replace(true);
+    }
+
+    /// Delivers what was held, both ways, and lets traffic flow again.
     pub fn release(&self) {
-        self.held.send_replace(false);
+        self.gates.requests_held.send_replace(false);
+        self.gates.replies_held.send_replace(false);
+    }
+
+    /// Closes every connection through the proxy (what is held is lost);
+    /// new ones are let through.
+    pub fn sever(&self) {
+        self.gates.severed.send_modify(|n| *n += 1);
+    }
+
+    /// Closes every connection through the proxy and closes new ones as
+    /// soon as they are made, until [`heal`](Self::heal).
+    pub fn cut(&self) {
+        self.gates.refusing.send_replace(true);
+        self.sever();
+    }
+
+    /// Lets new connections through again.
+    pub fn heal(&self) {
+        self.gates.refusing.send_replace(false);
     }
 }
 
@@ -59,27 +106,42 @@ impl Drop for DelayProxy {
     }
 }
 
-async fn pipe(client: TcpStream, server: TcpStream, mut held: watch::Receiver<bool>) {
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut server_read, mut server_write) = server.into_split();
-    let upstream = async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match client_read.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            // While held, the bytes wait here, in order.
-            if held.wait_for(|h| !*h).await.is_err() {
-                break;
-            }
-            if server_write.write_all(&buf[..n]).await.is_err() {
-                break;
-            }
+async fn pipe(
+    client: TcpStream,
+    server: TcpStream,
+    gates: &Gates,
+    mut severed: watch::Receiver<u64>,
+) {
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    let upstream = forward(client_read, server_write, gates.requests_held.subscribe());
+    let downstream = forward(server_read, client_write, gates.replies_held.subscribe());
+    // Severing drops both sockets, which closes the connection at both ends;
+    // it wins over bytes released at the same time.
+    tokio::select! {
+        biased;
+        _ = severed.changed() => {}
+        _ = async { tokio::join!(upstream, downstream) } => {}
+    }
+}
+
+/// Copies `from` to `to`, keeping bytes back while `held` is true.
+async fn forward(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    mut held: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if held.wait_for(|h| !*h).await.is_err() {
+            break;
         }
-    };
-    let downstream = async move {
-        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
-    };
-    tokio::join!(upstream, downstream);
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
 }

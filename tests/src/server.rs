@@ -46,6 +46,12 @@ impl ServerOptions {
         self
     }
 
+    /// Several arguments at once, as in `["--user", "alice", "on", ">pw"]`.
+    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra.extend(args.into_iter().map(Into::into));
+        self
+    }
+
     /// Runs the server under another program, as in `valgrind
     /// --tool=callgrind redis-server ...` (`launcher` is the program and its
     /// arguments). The program must keep the server's pid, as valgrind does.

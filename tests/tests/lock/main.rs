@@ -3,6 +3,7 @@
 
 mod conformance;
 mod fence;
+mod healing;
 mod history;
 mod macros;
 mod metrics;

@@ -473,7 +473,10 @@ async fn handed_over(
 }
 
 /// Subscribers of a pub/sub channel.
-async fn subscribers(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> u64 {
+pub(crate) async fn subscribers(
+    conn: &mut redis::aio::MultiplexedConnection,
+    channel: &str,
+) -> u64 {
     let (_, count): (String, u64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
         .arg(channel)

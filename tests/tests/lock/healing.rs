@@ -1,0 +1,365 @@
+//! Connections that heal: a restart, a cut connection or a release that
+//! cannot get through is not seen by the callers; what no retry fixes (the
+//! URL, credentials, access rules) is told apart, at connect.
+
+use std::error::Error;
+use std::time::Duration;
+
+use lock_core::{LockError, Locker};
+use lock_testkit::{DelayProxy, RedisServer};
+use tokio::time::Instant;
+
+use crate::redis_only::subscribers;
+
+/// Margin on time bounds that are part of the contract.
+const SLACK: Duration = Duration::from_millis(750);
+
+async fn locker(url: &str) -> Locker {
+    Locker::redis(url).await.expect("connect")
+}
+
+/// `CLIENT KILL TYPE <kind>` of every such connection but the caller's;
+/// returns how many were cut.
+async fn kill_clients(server: &RedisServer, kind: &str) -> u64 {
+    let mut admin = server.connection().await;
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg(kind)
+        .query_async(&mut admin)
+        .await
+        .expect("CLIENT KILL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_lock_after_a_restart_succeeds_on_every_locker() {
+    let mut server = RedisServer::start();
+    let (once, waiting) = (locker(&server.url()).await, locker(&server.url()).await);
+    for locker in [&once, &waiting] {
+        locker.lock("warm").await.unwrap().release().await.unwrap();
+    }
+    server.restart();
+    // No wait at all: only sending again on a fresh connection can save it.
+    let first = once.try_lock("after:once").await;
+    let first = first
+        .expect("the first lock after a restart")
+        .expect("free");
+    let second = waiting
+        .lock("after:waiting")
+        .wait(Duration::from_secs(2))
+        .await
+        .expect("the first lock after a restart");
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cut_connections_heal_unseen_by_holder_and_waiter() {
+    let server = RedisServer::start();
+    let ttl = Duration::from_secs(2);
+    let (holder, waiter) = (locker(&server.url()).await, locker(&server.url()).await);
+    let guard = holder.lock("cut").ttl(ttl).await.unwrap();
+    let task = tokio::spawn(async move { waiter.lock("cut").wait(Duration::from_secs(20)).await });
+    let channel = holder.stored_keys("cut").unwrap();
+    let mut admin = server.connection().await;
+    while subscribers(&mut admin, channel.channel()).await == 0 {
+        // Server-side state has no event to await: poll it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        kill_clients(&server, "normal").await >= 2,
+        "both Lockers' connections"
+    );
+    assert_eq!(
+        kill_clients(&server, "pubsub").await,
+        1,
+        "the waiter's subscription"
+    );
+    // Past a whole ttl after the cut, only renewals sent on fresh
+    // connections can have kept the lease.
+    tokio::select! {
+        lost = guard.lost() => panic!("the lease was lost across a cut connection: {lost}"),
+        _ = tokio::time::sleep(ttl + ttl / 2) => {}
+    }
+    assert!(guard.is_held());
+    assert!(!task.is_finished(), "the waiter gave up: {:?}", task.await);
+    let released = Instant::now();
+    guard.release().await.expect("no error reaches the holder");
+    let next = task.await.unwrap().expect("no error reaches the waiter");
+    assert!(
+        released.elapsed() < Duration::from_secs(1),
+        "handed over after {:?}",
+        released.elapsed()
+    );
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_into_a_dead_connection_is_sent_again() {
+    let server = RedisServer::start();
+    let (holder, other) = (locker(&server.url()).await, locker(&server.url()).await);
+    let guard = holder
+        .lock("dead")
+        .ttl(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert!(kill_clients(&server, "normal").await >= 1);
+    guard
+        .release()
+        .await
+        .expect("sent again on a fresh connection");
+    let next = other.try_lock("dead").await.unwrap();
+    next.expect("free at once, not after its 20 s ttl")
+        .release()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_cannot_get_through_is_retried_until_it_does() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let through = Locker::builder()
+        .timeout(Duration::from_millis(300))
+        .redis(&proxy.url())
+        .await
+        .unwrap();
+    let direct = locker(&server.url()).await;
+    let guard = through
+        .lock("retried")
+        .ttl(Duration::from_secs(20))
+        .await
+        .unwrap();
+    proxy.cut();
+    let err = guard.release().await.unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    let held = direct.try_lock("retried").await.unwrap();
+    assert!(held.is_none(), "nothing could reach the server");
+    proxy.heal();
+    let healed = Instant::now();
+    let next = direct
+        .lock("retried")
+        .wait(Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert!(
+        healed.elapsed() < Duration::from_secs(1) + SLACK,
+        "freed {:?} after the network healed (ttl 20 s)",
+        healed.elapsed()
+    );
+    next.release().await.unwrap();
+}
+
+/// Asserts a connect error is refused, names no environment variable,
+/// carries its cause and took no waiting.
+fn assert_refusal(err: &LockError, started: Instant, fix: &str) {
+    let message = err.to_string();
+    assert!(message.contains(fix), "{message}");
+    assert!(!message.contains("REDIS_URL"), "{message}");
+    assert!(err.source().is_some(), "{message}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1) + SLACK,
+        "{message}: after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_and_access_errors_are_told_apart_at_connect() {
+    let server = RedisServer::options()
+        .arg("--requirepass")
+        .arg("secret")
+        // An ACL user that may not touch the lock's keys.
+        .args(["--user", "outsider", "on", ">pw", "~other:*", "&*", "+@all"])
+        .start();
+    let port = server.port();
+    let connect = |url: String| async move {
+        let started = Instant::now();
+        let result = Locker::builder()
+            .timeout(Duration::from_secs(1))
+            .redis(&url)
+            .await;
+        (result.map(drop), started)
+    };
+
+    let (result, started) = connect(format!("redis://127.0.0.1:{port}x")).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    assert_refusal(&err, started, "redis://");
+
+    let (result, started) = connect(format!("rediss://127.0.0.1:{port}")).await;
+    match result.unwrap_err() {
+        err @ LockError::UnsupportedScheme { .. } => {
+            assert_refusal(&err, started, "`rediss`");
+        }
+        other => panic!("{other}"),
+    }
+
+    let (result, started) = connect(format!("redis://:wrong@127.0.0.1:{port}")).await;
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, LockError::AuthenticationFailed { .. }),
+        "{err}"
+    );
+    assert_refusal(&err, started, "password");
+
+    let (result, started) = connect(format!("redis://127.0.0.1:{port}")).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, LockError::PasswordRequired { .. }), "{err}");
+    assert_refusal(&err, started, "password");
+
+    let (result, started) = connect(format!("redis://outsider:pw@127.0.0.1:{port}")).await;
+    let err = result.unwrap_err();
+    assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
+    assert_refusal(&err, started, "grant");
+
+    let (result, _) = connect(format!("redis://:secret@127.0.0.1:{port}")).await;
+    result.expect("the right password connects");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_denied_while_locking_is_not_waited_out() {
+    let server = RedisServer::options()
+        .args(["--user", "locks", "on", ">pw", "~*", "&*", "+@all"])
+        .start();
+    let locker = locker(&format!("redis://locks:pw@127.0.0.1:{}", server.port())).await;
+    let mut admin = server.connection().await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "locks", "-evalsha", "-eval"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = locker
+        .lock("denied")
+        .wait(Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    match &err {
+        LockError::PermissionDenied { key, .. } => assert_eq!(key, "denied"),
+        other => panic!("{other}"),
+    }
+    assert!(started.elapsed() < SLACK, "waited {:?}", started.elapsed());
+}
+
+/// A Locker through `proxy` with request bound `timeout`, and the task of
+/// one of its requests waiting for `key` (held elsewhere) up to `wait`,
+/// once it has subscribed to the key's releases.
+async fn waiting_through(
+    server: &RedisServer,
+    proxy: &DelayProxy,
+    timeout: Duration,
+    key: &'static str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<Result<lock_core::LockGuard, LockError>> {
+    let waiter = Locker::builder()
+        .timeout(timeout)
+        .redis(&proxy.url())
+        .await
+        .unwrap();
+    let channel = waiter.stored_keys(key).unwrap();
+    let task = tokio::spawn(async move { waiter.lock(key).wait(wait).await });
+    let mut admin = server.connection().await;
+    while subscribers(&mut admin, channel.channel()).await == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    task
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_waits_through_a_short_outage() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let holder = locker(&server.url()).await;
+    let guard = holder.lock("outage").await.unwrap();
+    let wait = Duration::from_secs(20);
+    let task = waiting_through(&server, &proxy, Duration::from_secs(3), "outage", wait).await;
+    proxy.cut();
+    // Released while the waiter cannot hear of it.
+    guard.release().await.unwrap();
+    // Longer than one request can bridge (its second send waits for the
+    // connection manager's reconnect attempts, about 300 ms), shorter than
+    // the timeout.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        !task.is_finished(),
+        "gave up in the outage: {:?}",
+        task.await
+    );
+    proxy.heal();
+    let healed = Instant::now();
+    let next = task.await.unwrap().expect("no error reaches the waiter");
+    assert!(
+        healed.elapsed() < Duration::from_secs(1) + SLACK,
+        "taken {:?} after the network healed",
+        healed.elapsed()
+    );
+    next.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_fails_waiters_in_about_the_timeout_naming_the_store_error() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let holder = locker(&server.url()).await;
+    let _held = holder.lock("away").await.unwrap();
+
+    // The store stays away past the timeout: not the whole 20 s wait.
+    let timeout = Duration::from_millis(500);
+    let task = waiting_through(&server, &proxy, timeout, "away", Duration::from_secs(20)).await;
+    proxy.cut();
+    let cut = Instant::now();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    assert!(
+        cut.elapsed() < timeout + SLACK,
+        "failed after {:?}",
+        cut.elapsed()
+    );
+    proxy.heal();
+
+    // The wait runs out within the outage: the store error, not a timeout.
+    let wait = Duration::from_millis(600);
+    let task = waiting_through(&server, &proxy, Duration::from_secs(2), "away", wait).await;
+    proxy.cut();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_applied_but_unanswered_counts_as_released() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let through = locker(&proxy.url()).await;
+    // Scripts loaded: the held-back release then runs as sent.
+    through.lock("warm").await.unwrap().release().await.unwrap();
+    let guard = through
+        .lock("unanswered")
+        .ttl(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let lease = through
+        .stored_keys("unanswered")
+        .unwrap()
+        .lease()
+        .to_owned();
+    proxy.hold_replies();
+    let release = tokio::spawn(guard.release());
+    let mut admin = server.connection().await;
+    while redis::cmd("EXISTS")
+        .arg(&lease)
+        .query_async::<bool>(&mut admin)
+        .await
+        .unwrap()
+    {
+        // Server-side state has no event to await: poll it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The release was applied; its reply dies with the connection.
+    proxy.sever();
+    proxy.release();
+    release
+        .await
+        .unwrap()
+        .expect("sent again, it finds its own release done: released, not lost");
+}
