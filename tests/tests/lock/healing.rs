@@ -363,3 +363,41 @@ async fn a_release_applied_but_unanswered_counts_as_released() {
         .unwrap()
         .expect("sent again, it finds its own release done: released, not lost");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_keeps_a_lease_through_an_outage_and_tells_the_loss_at_the_deadline() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let through = Locker::builder()
+        .timeout(Duration::from_millis(300))
+        .redis(&proxy.url())
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(3);
+    let guard = through.lock("renewed").ttl(ttl).await.unwrap();
+    // Renewals fall due every second; this outage fails at least one of
+    // them (and its second send) but ends well before the deadline.
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.heal();
+    tokio::select! {
+        lost = guard.lost() => panic!("lost through an outage shorter than the lease: {lost}"),
+        _ = tokio::time::sleep(ttl) => {}
+    }
+    assert!(guard.is_held());
+    guard.release().await.unwrap();
+
+    // A store that stays away: the loss is told at the local deadline,
+    // not at the first failed renewal.
+    let ttl = Duration::from_secs(2);
+    let guard = through.lock("renewed").ttl(ttl).await.unwrap();
+    let acquired = Instant::now();
+    proxy.cut();
+    let lost = guard.lost().await;
+    assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
+    let after = acquired.elapsed();
+    assert!(
+        after > ttl - Duration::from_millis(200) && after < ttl + SLACK,
+        "lost after {after:?} (ttl {ttl:?})"
+    );
+}
