@@ -453,6 +453,18 @@ impl std::error::Error for StoreError {
     }
 }
 
+/// Error answers of Redis that a later try may not get: loading, a busy
+/// script, a failover or resharding under way, too few replicas.
+const TRANSIENT_ANSWERS: [&str; 7] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "READONLY",
+    "NOREPLICAS",
+];
+
 impl From<redis::RedisError> for StoreError {
     fn from(err: redis::RedisError) -> Self {
         use redis::{ErrorKind, RetryMethod};
@@ -461,8 +473,8 @@ impl From<redis::RedisError> for StoreError {
                 Some(Refusal::AuthenticationFailed)
             }
             (_, Some("NOAUTH")) => Some(Refusal::PasswordRequired),
-            // A command a script calls is denied with an `ERR` that quotes it.
             (_, Some("NOPERM")) => Some(Refusal::PermissionDenied),
+            // A command a script calls is denied with an `ERR` that quotes it.
             _ if err.detail().is_some_and(|d| d.contains("NOPERM")) => {
                 Some(Refusal::PermissionDenied)
             }
@@ -471,24 +483,103 @@ impl From<redis::RedisError> for StoreError {
         if let Some(refusal) = refusal {
             return StoreError::refused(refusal, err);
         }
-        // An answer of the server that no retry changes (a script error,
-        // a wrong type); failover and loading answers are worth a retry.
-        if matches!(err.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
-            && matches!(err.retry_method(), RetryMethod::NoRetry)
-        {
-            return StoreError::permanent(err);
-        }
-        // A dropped connection or a timeout leaves the fate of a sent
-        // command open; a refused connection does not.
+        let transient = match err.code() {
+            Some(code) => TRANSIENT_ANSWERS.contains(&code),
+            // Not an answer: I/O, a garbled reply, or the client's own
+            // error (a bad argument, an unsupported feature).
+            None => !matches!(err.retry_method(), RetryMethod::NoRetry),
+        };
+        // A dropped connection, a timeout or a garbled reply leaves the
+        // fate of a sent command open; a refused connection does not.
         let unknown =
-            (err.is_timeout() || err.is_connection_dropped()) && !err.is_connection_refusal();
-        StoreError::new(err, unknown)
+            (err.is_timeout() || err.is_connection_dropped() || err.kind() == ErrorKind::Parse)
+                && !err.is_connection_refusal();
+        let error = StoreError::new(err, unknown);
+        if transient {
+            error
+        } else {
+            StoreError {
+                kind: Kind::Permanent,
+                ..error
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The store error for the Redis error reply `line` (`-CODE detail`).
+    fn answer(line: &str) -> StoreError {
+        let reply = redis::parse_redis_value(format!("{line}\r\n").as_bytes()).unwrap();
+        StoreError::from(reply.extract_error().unwrap_err())
+    }
+
+    #[test]
+    fn redis_answers_are_sorted_into_transient_permanent_and_refused() {
+        for line in [
+            "-LOADING Redis is loading the dataset in memory",
+            "-BUSY Redis is busy running a script",
+            "-READONLY You can't write against a read only replica.",
+            "-MASTERDOWN Link with MASTER is down",
+            "-TRYAGAIN Multiple keys request during rehashing of slot",
+            "-CLUSTERDOWN The cluster is down",
+            "-NOREPLICAS Not enough good replicas to write.",
+        ] {
+            let err = answer(line);
+            assert!(err.is_transient() && err.refusal().is_none(), "{line}");
+        }
+        for line in [
+            "-ERR user_script:1: Script attempted to access nonexistent global variable 'x'",
+            "-WRONGTYPE Operation against a key holding the wrong kind of value",
+            "-OOM command not allowed when used memory > 'maxmemory'.",
+        ] {
+            let err = answer(line);
+            assert!(!err.is_transient() && err.refusal().is_none(), "{line}");
+            assert!(!err.outcome_unknown(), "{line}");
+        }
+        let refused = [
+            (
+                "-NOAUTH Authentication required.",
+                Refusal::PasswordRequired,
+            ),
+            (
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+                Refusal::AuthenticationFailed,
+            ),
+            (
+                "-NOPERM User locks has no permissions to run the 'evalsha' command",
+                Refusal::PermissionDenied,
+            ),
+            (
+                "-ERR Error running script (call to f_1): @user_script:3: NOPERM No \
+                 permissions to access a key",
+                Refusal::PermissionDenied,
+            ),
+        ];
+        for (line, refusal) in refused {
+            let err = answer(line);
+            assert_eq!(err.refusal(), Some(&refusal), "{line}");
+            assert!(!err.is_transient(), "{line}");
+        }
+        let auth = redis::RedisError::from((redis::ErrorKind::AuthenticationFailed, "no"));
+        assert_eq!(
+            StoreError::from(auth).refusal(),
+            Some(&Refusal::AuthenticationFailed)
+        );
+    }
+
+    #[test]
+    fn broken_connections_are_transient_and_in_doubt_unless_refused() {
+        let io = |kind| StoreError::from(redis::RedisError::from(std::io::Error::from(kind)));
+        let broken = io(std::io::ErrorKind::BrokenPipe);
+        assert!(broken.is_transient() && broken.outcome_unknown());
+        let refused = io(std::io::ErrorKind::ConnectionRefused);
+        assert!(refused.is_transient() && !refused.outcome_unknown());
+        let config = redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad"));
+        assert!(!StoreError::from(config).is_transient());
+    }
 
     #[test]
     fn long_keys_are_cut_in_messages() {

@@ -5,13 +5,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::Instant;
 
 use crate::Locker;
 use crate::backend::Backend;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::keys::StoredKeys;
 use crate::owner::Owner;
+use crate::retry;
 use crate::token::FencingToken;
 use crate::waiting::LocalSlot;
 use crate::watchdog::Control;
@@ -48,9 +49,6 @@ pub(crate) enum HeldSlot {
     /// the Locker (no reference of its own to keep).
     InLine,
 }
-
-/// First and longest pause between the background sends of a failed release.
-const RELEASE_RETRY: (Duration, Duration) = (Duration::from_millis(25), Duration::from_millis(500));
 
 /// The margin kept off a lease's local deadline for clock drift between
 /// this host and the store (RedLock's 1% + 2 ms).
@@ -154,7 +152,8 @@ impl LeaseState {
 
     /// Removes the lease from the store by owner value (never another
     /// owner's), logging and counting the outcome. A transient failure is
-    /// retried in the background ([`retry_release`]).
+    /// retried in the background until the lease would have ended anyway
+    /// ([`retry::release_until`]).
     pub(crate) async fn release_in_store(self: &Arc<Self>) -> Result<bool, StoreError> {
         let outcome = self
             .backend()
@@ -165,7 +164,16 @@ impl LeaseState {
             && err.is_transient()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            runtime.spawn(retry_release(Arc::clone(self)));
+            let lease = Arc::clone(self);
+            // The store's expiry is about the local deadline plus the drift.
+            let runs_out = lease.deadline() + drift(lease.ttl);
+            runtime.spawn(async move {
+                let owner = lease.owner.as_str();
+                match retry::release_until(lease.backend(), &lease.keys, owner, runs_out).await {
+                    Some(outcome) => lease.record_release(&outcome),
+                    None => tracing::debug!(key = %lease.keys.user(), token = %lease.token, "release not confirmed; the lease runs out at its ttl"),
+                }
+            });
         }
         outcome
     }
@@ -238,39 +246,6 @@ impl LeaseState {
                     Status::Released => std::future::pending::<()>().await,
                     Status::Held => notified.await,
                 }
-            }
-        }
-    }
-}
-
-/// Sends a failed release again, owner-checked, until the store answers or
-/// the lease would have run out anyway: a key left locked after its holder
-/// let go would hold every waiter up for the rest of its ttl. (The
-/// production lock in the seeds retries its unlock the same way.)
-async fn retry_release(lease: Arc<LeaseState>) {
-    // The store's expiry is about the local deadline plus the drift margin.
-    let runs_out = lease.deadline() + drift(lease.ttl);
-    let mut pause = RELEASE_RETRY.0;
-    loop {
-        let at = Instant::now() + pause;
-        if at >= runs_out {
-            tracing::debug!(key = %lease.keys.user(), token = %lease.token, "release not confirmed; the lease runs out at its ttl");
-            return;
-        }
-        sleep_until(at).await;
-        match lease
-            .backend()
-            .release(&lease.keys, lease.owner.as_str())
-            .await
-        {
-            Ok(released) => {
-                tracing::debug!(key = %lease.keys.user(), token = %lease.token, released, "lock released on a later try");
-                return;
-            }
-            Err(err) if err.is_transient() => pause = (pause * 2).min(RELEASE_RETRY.1),
-            Err(err) => {
-                tracing::warn!(key = %lease.keys.user(), token = %lease.token, error = %err, "release refused; the lease runs out at its ttl");
-                return;
             }
         }
     }

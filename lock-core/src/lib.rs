@@ -101,6 +101,7 @@ mod lease;
 mod locker;
 mod owner;
 mod request;
+mod retry;
 mod scope;
 mod sharded;
 mod telemetry;

@@ -22,17 +22,13 @@ use crate::keys::StoredKeys;
 use crate::lease::{HeldSlot, LeaseParts, LeaseState, deadline_after};
 use crate::locker::Locker;
 use crate::owner::Owner;
+use crate::retry::{self, Backoff};
 use crate::token::FencingToken;
 use crate::waiting::{Entered, LocalSlot, NoSlot};
 use crate::{owner, scope, telemetry, watchdog};
 
 /// Without a release channel, waiters look again at least this often.
 const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
-
-/// Shortest and longest pause before an acquire tries again after a
-/// transient store error.
-const RETRY_AFTER_ERROR: (Duration, Duration) =
-    (Duration::from_millis(10), Duration::from_millis(250));
 
 /// A request for one lock, made by [`Locker::lock`]; set options, then
 /// `.await` it.
@@ -296,16 +292,23 @@ impl Acquisition {
         // Undo a possibly applied acquire if this future is dropped mid-request.
         let mut undo = UndoOnDrop::new(self);
         let mut channel = Channel::default();
-        // When the first of the store errors met in a row was sent.
-        let mut failing_since: Option<Instant> = None;
+        let mut outage: Option<Outage> = None;
         let mut sent = first_sent;
         loop {
-            undo.armed = true;
-            let attempt = backend
-                .try_acquire(&self.keys, undo.owner(), self.ttl)
-                .await;
+            undo.sending = true;
+            let attempt = backend.try_acquire(&self.keys, undo.owner(), self.ttl);
+            let attempt = match &outage {
+                None => attempt.await,
+                // In an outage, no attempt runs past the outage's bound.
+                Some(outage) => tokio::time::timeout_at(outage.gives_up_at, attempt)
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::timed_out(inner.config.timeout))),
+            };
+            undo.sending = false;
             match attempt {
                 Ok(Attempt::Acquired(token)) => {
+                    // The lease counts from this attempt, also when the store
+                    // answered with a lease an earlier one took (it restarts it).
                     let lease_deadline = deadline_after(sent, self.ttl);
                     // A store in this process answered at once.
                     if !backend.answers_in_place() && Instant::now() >= lease_deadline {
@@ -335,22 +338,22 @@ impl Acquisition {
                     return Ok(guard);
                 }
                 Ok(Attempt::Held { remaining }) => {
-                    undo.armed = false;
-                    failing_since = None;
+                    // Another owner holds it: no attempt of ours took it.
+                    undo.in_doubt = false;
+                    outage = None;
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
                     // Boxed like the local line: only a held lock gets here.
-                    Box::pin(self.await_release(&mut channel, remaining, deadline)).await;
+                    Box::pin(self.await_release(&mut channel, remaining, deadline)).await?;
                     sent = Instant::now();
                 }
                 Err(err) => {
-                    if !err.outcome_unknown() {
-                        undo.armed = false;
-                    }
+                    undo.in_doubt |= err.outcome_unknown();
                     telemetry::store_error(Operation::Acquire);
-                    let since = *failing_since.get_or_insert(sent);
-                    let Some(retry_at) = self.retry_after(&err, since, deadline) else {
+                    let outage =
+                        outage.get_or_insert_with(|| Outage::began(sent, inner.config.timeout));
+                    let Some(retry_at) = outage.retry_at(&err, deadline) else {
                         tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
                         return Err(LockError::from_store(
                             self.keys.user(),
@@ -360,34 +363,10 @@ impl Acquisition {
                     };
                     tracing::debug!(key = %self.keys.user(), error = %err, "acquire failed; trying again while the store recovers");
                     sleep_until(retry_at).await;
-                    // The same owner value goes again: an answer with our
-                    // token may date from the attempt in doubt, whose lease
-                    // started when it was sent.
-                    if !undo.armed {
-                        sent = Instant::now();
-                    }
+                    sent = Instant::now();
                 }
             }
         }
-    }
-
-    /// When to try again after the store error `err`, in an outage that
-    /// began with the attempt sent at `since`; `None` to give up. A waiter
-    /// treats a broken connection as one more reason to wait, but not
-    /// past its deadline, and not once the store has failed for longer than
-    /// the Locker's timeout (an outage then fails every request in about that
-    /// time, not after each one's whole wait). Refusals and error answers
-    /// are not waited out.
-    fn retry_after(&self, err: &StoreError, since: Instant, deadline: Instant) -> Option<Instant> {
-        let now = Instant::now();
-        let failing = now.saturating_duration_since(since);
-        if !err.is_transient() || now >= deadline || failing >= self.locker.inner.config.timeout {
-            return None;
-        }
-        // Soon after a cut (the connection is being replaced), then less
-        // often the longer the store stays away.
-        let pause = (failing / 2).clamp(RETRY_AFTER_ERROR.0, RETRY_AFTER_ERROR.1);
-        Some((now + pause).min(deadline))
     }
 
     /// Waits for the holder's release: subscribes first if there is no
@@ -399,23 +378,29 @@ impl Acquisition {
         channel: &mut Channel,
         remaining: Option<Duration>,
         deadline: Instant,
-    ) {
+    ) -> Result<(), LockError> {
         if channel.signal.is_none() && !channel.failed {
             let subscribe = self.locker.inner.backend.subscribe(&self.keys);
             match tokio::time::timeout_at(deadline, subscribe).await {
                 Ok(Ok(signal)) => {
                     channel.signal = Some(signal);
-                    return;
+                    return Ok(());
                 }
                 // A cut connection: poll this time, subscribe again next.
                 Ok(Err(err)) if err.is_transient() => {
                     tracing::debug!(key = %self.keys.user(), error = %err, "subscribing failed; polling until it works");
                 }
+                // A store that refuses this client's subscription (an ACL
+                // without the channel) is told, not polled around.
+                Ok(Err(err)) if err.refusal().is_some() => {
+                    let key = self.keys.user();
+                    return Err(LockError::from_store(key, Operation::Subscribe, err));
+                }
                 Ok(Err(err)) => {
                     tracing::debug!(key = %self.keys.user(), error = %err, "no release channel; polling");
                     channel.failed = true;
                 }
-                Err(_) => return,
+                Err(_) => return Ok(()),
             }
         }
         let now = Instant::now();
@@ -438,6 +423,7 @@ impl Acquisition {
             }
             None => sleep_until(wake_at).await,
         }
+        Ok(())
     }
 
     /// Replica acknowledgement: on failure the lease is released and the
@@ -475,13 +461,49 @@ struct Channel {
     failed: bool,
 }
 
-/// Releases by owner value in the background when armed at drop: an
-/// acquire request whose fate is unknown (in flight when the future was
-/// dropped, or timed out) may have taken the lock.
+/// Store errors met in a row by one acquisition. A waiter treats a broken
+/// connection as one more reason to wait, but not past its deadline, and
+/// not once the store has failed for longer than the Locker's timeout (an
+/// outage then fails every request in about that time, not after each
+/// one's whole wait). Refusals and error answers are not waited out.
+struct Outage {
+    /// When the outage has lasted the Locker's timeout.
+    gives_up_at: Instant,
+    backoff: Backoff,
+}
+
+impl Outage {
+    /// An outage met by the attempt sent at `sent`, bounded by `timeout`.
+    fn began(sent: Instant, timeout: Duration) -> Self {
+        Outage {
+            gives_up_at: sent + timeout,
+            // Soon after a cut (the connection is being replaced), then less
+            // often the longer the store stays away.
+            backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(250)),
+        }
+    }
+
+    /// When to try again after `err`, or `None` to give up.
+    fn retry_at(&mut self, err: &StoreError, deadline: Instant) -> Option<Instant> {
+        let at = Instant::now() + self.backoff.pause();
+        let waits_out = err.is_transient() && at < self.gives_up_at;
+        waits_out
+            .then(|| at.min(deadline))
+            .filter(|at| *at < deadline)
+    }
+}
+
+/// Releases by owner value in the background if dropped while an acquire
+/// with the current owner value may have taken the lock: one on its way
+/// (the future was dropped mid-request), or one whose outcome is unknown
+/// (timed out, or its connection broke after sending).
 struct UndoOnDrop<'a> {
     acquisition: &'a Acquisition,
     owner: Option<Owner>,
-    armed: bool,
+    /// A request with the current owner value is on its way.
+    sending: bool,
+    /// An earlier request with it may have taken the lock.
+    in_doubt: bool,
 }
 
 impl<'a> UndoOnDrop<'a> {
@@ -490,7 +512,8 @@ impl<'a> UndoOnDrop<'a> {
         UndoOnDrop {
             acquisition,
             owner: Some(owner::next()),
-            armed: false,
+            sending: false,
+            in_doubt: false,
         }
     }
 
@@ -504,23 +527,32 @@ impl<'a> UndoOnDrop<'a> {
 
     /// The lease is ours: hand over the owner value.
     fn disarm(&mut self) -> Owner {
-        self.armed = false;
+        (self.sending, self.in_doubt) = (false, false);
         self.owner.take().expect("disarmed once")
     }
 
-    /// Releases by the current owner value in the background; later
-    /// attempts use a fresh owner value, so that release cannot touch them.
+    /// Releases by the current owner value in the background, again while
+    /// the store fails transiently (until a lease it took would have ended);
+    /// later attempts use a fresh owner value, so that release cannot touch
+    /// them.
     fn fire(&mut self) {
-        self.armed = false;
+        (self.sending, self.in_doubt) = (false, false);
         let Some(owner) = self.owner.as_mut() else {
             return;
         };
         let owner = std::mem::replace(owner, owner::next());
         let keys = self.acquisition.keys.clone();
         let backend = Arc::clone(&self.acquisition.locker.inner.backend);
+        // The latest send of the acquire was before now: its lease ends by then.
+        let runs_out = Instant::now() + self.acquisition.ttl;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = backend.release(&keys, owner.as_str()).await;
+                let owner = owner.as_str();
+                if let Err(err) = backend.release(&keys, owner).await
+                    && err.is_transient()
+                {
+                    retry::release_until(&*backend, &keys, owner, runs_out).await;
+                }
             });
         }
     }
@@ -528,7 +560,7 @@ impl<'a> UndoOnDrop<'a> {
 
 impl Drop for UndoOnDrop<'_> {
     fn drop(&mut self) {
-        if self.armed {
+        if self.sending || self.in_doubt {
             self.fire();
         }
     }

@@ -163,8 +163,10 @@ impl MemoryBackend {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         state.sweep_if_due(now);
-        if let Some(held) = state.leases.get(keys).filter(|held| held.expires > now) {
+        if let Some(held) = state.leases.get_mut(keys).filter(|held| held.expires > now) {
             if held.owner.is(owner) {
+                // Ours, from an earlier try of this acquire: it starts now.
+                held.expires = now + ttl;
                 return Ok(Attempt::Acquired(held.token));
             }
             let remaining = held.expires.saturating_duration_since(now);

@@ -112,7 +112,8 @@ impl<T> std::fmt::Debug for StoreFuture<'_, T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
     /// The lease is ours, with a freshly minted token. Also returned when
-    /// the lease is already held by the same owner value (a retried request).
+    /// the lease is already held by the same owner value (a retried
+    /// request), with its token; its ttl then counts from this request.
     Acquired(FencingToken),
     /// Another owner holds the lease, which the store expects to end within
     /// `remaining` (`None`: unknown).
@@ -161,7 +162,9 @@ impl ReleaseSignal {
 /// so that a delayed request of an old acquisition never touches a newer one.
 pub trait Backend: Send + Sync + 'static {
     /// Takes the lease for `owner` for `ttl` if it is free, minting a token
-    /// greater than every token minted before for the key.
+    /// greater than every token minted before for the key. Idempotent per
+    /// owner value: if `owner` already holds it (an earlier send of the same
+    /// request), answers its token and extends it to `ttl` from now.
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,

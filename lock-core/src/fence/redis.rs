@@ -203,12 +203,9 @@ where
         key: &str,
         request: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        let failure = match tokio::time::timeout(self.timeout, request).await {
-            Ok(Ok(reply)) => return Ok(reply),
-            Ok(Err(err)) => StoreError::from(err),
-            Err(_) => StoreError::timed_out(self.timeout),
-        };
-        Err(LockError::from_store(key, Operation::FencedWrite, failure))
+        crate::backend::redis::once(self.timeout, request)
+            .await
+            .map_err(|failure| LockError::from_store(key, Operation::FencedWrite, failure))
     }
 
     /// Deletes `key` and its token record.

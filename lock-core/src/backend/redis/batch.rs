@@ -166,44 +166,31 @@ where
         .await;
         // A call of one runs the single-operation scripts, which cost the
         // server less than the loop; their one reply stands for the list.
-        let (replies, maybe_twice) = match sent {
-            Ok(Sent { reply, maybe_twice }) => match (reply, batch.len()) {
-                (value, 1) => (Ok(vec![value]), maybe_twice),
-                (redis::Value::Array(values), _) => (Ok(values), maybe_twice),
-                (other, _) => (
-                    Err(StoreError::new(
-                        format!("unexpected reply to a call of lock operations: {other:?}"),
-                        true,
-                    )),
-                    maybe_twice,
-                ),
-            },
-            Err(err) => (Err(err), false),
-        };
+        let replies = sent.and_then(|Sent { reply, maybe_twice }| {
+            let replies = match (reply, batch.len()) {
+                (reply, 1) => vec![reply],
+                (redis::Value::Array(replies), n) if replies.len() == n => replies,
+                (other, n) => {
+                    let unexpected =
+                        format!("unexpected reply to a call of {n} lock operations: {other:?}");
+                    return Err(StoreError::new(unexpected, true));
+                }
+            };
+            Ok(replies
+                .into_iter()
+                .map(move |reply| Sent { reply, maybe_twice }))
+        });
         match replies {
-            Ok(replies) if replies.len() == batch.len() => {
-                for (queued, reply) in batch.into_iter().zip(replies) {
+            Ok(replies) => {
+                for (queued, sent) in batch.into_iter().zip(replies) {
                     let taken = matches!(
-                        (&queued.operation, &reply),
+                        (&queued.operation, &sent.reply),
                         (Operation::Acquire(_), redis::Value::BulkString(_))
                     );
-                    let sent = Sent { reply, maybe_twice };
                     if queued.reply.send(Ok(sent)).is_err() && taken {
                         // Its caller gave up waiting: give the lease back.
                         self.give_back(queued.keys, queued.owner);
                     }
-                }
-            }
-            Ok(replies) => {
-                let message = format!(
-                    "{} replies to a call of {} lock operations",
-                    replies.len(),
-                    batch.len()
-                );
-                for queued in batch {
-                    let _ = queued
-                        .reply
-                        .send(Err(StoreError::new(message.clone(), true)));
                 }
             }
             Err(err) => {

@@ -81,7 +81,7 @@ fn open(url: &str) -> Result<redis::Client, StoreError> {
     // turn on its TLS (features unify), and `rediss://` would then panic
     // in rustls without a crypto provider.
     if let Some((scheme, _)) = url.split_once("://")
-        && !SCHEMES.contains(&scheme)
+        && !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
     {
         let refusal = Refusal::UnsupportedScheme(scheme.to_owned());
         let reason = format!("lock-core connects over {}", SCHEMES.join(", "));
@@ -172,8 +172,20 @@ where
             }
         }
     };
-    match tokio::time::timeout(timeout, sends).await {
-        Ok(outcome) => outcome,
+    once(timeout, sends).await
+}
+
+/// Awaits `request` for at most `timeout`; running out of it is an error
+/// whose outcome is unknown (the request may have been applied).
+pub(crate) async fn once<T, E>(
+    timeout: Duration,
+    request: impl Future<Output = Result<T, E>>,
+) -> Result<T, StoreError>
+where
+    StoreError: From<E>,
+{
+    match tokio::time::timeout(timeout, request).await {
+        Ok(outcome) => Ok(outcome?),
         Err(_) => Err(StoreError::timed_out(timeout)),
     }
 }
@@ -297,9 +309,16 @@ where
             let sent = self.lock_operation(Operation::Release, keys, owner).await?;
             let released: i64 =
                 redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
-            // A release sent twice finds the lease gone if its first send
-            // removed it: that counts as released.
-            Ok(released == 1 || sent.maybe_twice)
+            match (released, sent.maybe_twice) {
+                (1, _) => Ok(true),
+                (_, false) => Ok(false),
+                // Neither released nor lost for sure: say so.
+                (_, true) => Err(StoreError::permanent(
+                    "the lease was gone when the release was sent again: its first send \
+                     may have removed it, or it had been lost",
+                )
+                .unknown(true)),
+            }
         })
     }
 
@@ -324,20 +343,12 @@ where
     ) -> StoreFuture<'_, Result<usize, StoreError>> {
         StoreFuture::new(async move {
             // WAIT holds this connection for up to `timeout`: bound it on
-            // top of the request timeout.
-            let bound = self.timeout + timeout;
-            let request = async {
-                let mut conn = self.connection.clone();
-                redis::cmd("WAIT")
-                    .arg(wanted)
-                    .arg(millis(timeout))
-                    .query_async::<usize>(&mut conn)
-                    .await
-            };
-            match tokio::time::timeout(bound, request).await {
-                Ok(confirmed) => Ok(confirmed?),
-                Err(_) => Err(StoreError::timed_out(bound)),
-            }
+            // top of the request timeout. Sent once: on a fresh connection it
+            // would confirm writes it never saw.
+            let mut conn = self.connection.clone();
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(wanted).arg(millis(timeout));
+            once(self.timeout + timeout, wait.query_async::<usize>(&mut conn)).await
         })
     }
 

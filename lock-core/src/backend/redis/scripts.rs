@@ -67,6 +67,9 @@ if holder then
   if "#,
             held_by!("owner"),
             r#" then
+    -- Ours, from an earlier send of this acquire: its lease starts now
+    -- (a write, so that WAIT on this connection covers the lease too).
+    redis.call('PEXPIRE', lease, extra)
     r = "#,
             caller_token!(),
             r#"
@@ -116,6 +119,10 @@ if not holder or not ("#,
             r#") then
   r = 0
 else
+  -- Published first: a denied PUBLISH (ACL) then fails the release whole.
+  if "#,
+            marked!(),
+            r#" then redis.call('PUBLISH', extra, '1') end
   redis.call('DEL', lease)
   if not now then
     if not t then t = redis.call('TIME') end
@@ -128,9 +135,6 @@ else
   if token >= now then
     redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
   end
-  if "#,
-            marked!(),
-            r#" then redis.call('PUBLISH', extra, '1') end
   r = 1
 end
 "#
@@ -213,6 +217,7 @@ mod tests {
         assert!(RENEW.contains("if not holder or not (string.byte(holder, n + 1)"));
         assert!(RELEASE.contains("local token = tonumber(string.match(holder, '^%d+', n + 2))"));
         assert!(RELEASE.contains("if string.byte(holder, -1) == 119 then redis.call('PUBLISH'"));
+        assert!(ACQUIRE.contains("redis.call('PEXPIRE', lease, extra)\n    r = string.match("));
         assert!(BATCH.contains("string.sub(holder, 1, n) == owner then"));
     }
 }
