@@ -41,21 +41,7 @@ impl DelayProxy {
             severed: watch::channel(0).0,
             refusing: watch::channel(false).0,
         });
-        let shared = Arc::clone(&gates);
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                if *shared.refusing.borrow() {
-                    continue; // let in and at once shut out
-                }
-                let gates = Arc::clone(&shared);
-                let severed = gates.severed.subscribe();
-                tokio::spawn(async move {
-                    if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await {
-                        pipe(client, server, &gates, severed).await;
-                    }
-                });
-            }
-        });
+        let task = tokio::spawn(serve(listener, upstream_port, Arc::clone(&gates)));
         DelayProxy { addr, gates, task }
     }
 
@@ -87,8 +73,8 @@ impl DelayProxy {
         self.gates.severed.send_modify(|n| *n += 1);
     }
 
-    /// Closes every connection through the proxy and closes new ones as
-    /// soon as they are made, until [`heal`](Self::heal).
+    /// Closes every connection through the proxy and refuses new ones (its
+    /// port is closed, as a server that is down), until [`heal`](Self::heal).
     pub fn cut(&self) {
         self.gates.refusing.send_replace(true);
         self.sever();
@@ -103,6 +89,38 @@ impl DelayProxy {
 impl Drop for DelayProxy {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Accepts clients on `listener` and pipes each to the upstream port;
+/// while refusing, the port is closed and opened again after.
+async fn serve(mut listener: TcpListener, upstream_port: u16, gates: Arc<Gates>) {
+    let addr = listener.local_addr().expect("proxy addr");
+    let mut refusing = gates.refusing.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => Some(accepted),
+            _ = refusing.wait_for(|r| *r) => None,
+        };
+        let Some(accepted) = accepted else {
+            drop(listener);
+            if refusing.wait_for(|r| !*r).await.is_err() {
+                return;
+            }
+            // The port was ours a moment ago; nothing else binds it.
+            listener = TcpListener::bind(addr)
+                .await
+                .expect("bind the proxy port again");
+            continue;
+        };
+        let Ok((client, _)) = accepted else { return };
+        let gates = Arc::clone(&gates);
+        let severed = gates.severed.subscribe();
+        tokio::spawn(async move {
+            if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await {
+                pipe(client, server, &gates, severed).await;
+            }
+        });
     }
 }
 
