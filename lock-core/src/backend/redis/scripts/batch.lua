@@ -1,0 +1,68 @@
+-- Takes and gives back many leases in one call, in order, each as
+-- acquire.lua or release.lua would, with the same replies, one per
+-- operation.
+--
+-- KEYS     the lease and the token record of each operation in turn
+-- ARGV     three per operation: `a` (acquire) or `r` (release), the owner
+--          value, then the ttl in ms (acquire) or the release channel
+--          (release)
+--
+-- TIME is read once per call, by the first operation that needs it; a
+-- token record keeps tokens of one key rising within a call.
+local t, clock, now
+local out = {}
+for i = 1, #KEYS / 2 do
+  local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
+  local owner, extra = ARGV[3 * i - 1], ARGV[3 * i]
+  local n = #owner
+  local r
+  if ARGV[3 * i - 2] == 'a' then
+    local found = redis.call('MGET', lease, fence)
+    local holder = found[1]
+    if holder then
+      if string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner then
+        redis.call('PEXPIRE', lease, extra)
+        r = string.match(holder, '^%d+', n + 2)
+      else
+        if string.byte(holder, -1) ~= 119 then redis.call('APPEND', lease, '|w') end
+        r = -1 - redis.call('PTTL', lease)
+      end
+    else
+      if not clock then
+        if not t then t = redis.call('TIME') end
+        clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+      end
+      local token = clock
+      local last = found[2]
+      if last then
+        local at = tonumber(clock)
+        local next = math.max(at, tonumber(last) + 1)
+        token = string.format('%.0f', next)
+        if next >= at + tonumber(extra) * 1000 then
+          redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
+        end
+      end
+      redis.call('SET', lease, owner .. '|' .. token, 'PX', extra)
+      r = token
+    end
+  else
+    local holder = redis.call('GET', lease)
+    if not holder or not (string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner) then
+      r = 0
+    else
+      if string.byte(holder, -1) == 119 then redis.call('PUBLISH', extra, '1') end
+      redis.call('DEL', lease)
+      if not now then
+        if not t then t = redis.call('TIME') end
+        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      end
+      local token = tonumber(string.match(holder, '^%d+', n + 2))
+      if token >= now then
+        redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+      end
+      r = 1
+    end
+  end
+  out[i] = r
+end
+return out

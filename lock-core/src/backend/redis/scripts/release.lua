@@ -1,0 +1,26 @@
+-- Ends a lease if the owner holds it, and tells its waiters.
+--
+-- KEYS[1]  the lease; KEYS[2] the token record (see acquire.lua)
+-- ARGV[1]  the owner value; ARGV[2] the release channel
+--
+-- Replies 1 if released, 0 if the owner does not hold the lease (nothing
+-- is changed then).
+local lease, fence, owner, channel = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local n = #owner
+local holder = redis.call('GET', lease)
+if not holder or not (string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner) then
+  return 0
+end
+-- Only a lease a waiter found (`|w`) publishes: an uncontended lock costs
+-- no PUBLISH. Published first, so that a denied PUBLISH (ACL) fails the
+-- release whole.
+if string.byte(holder, -1) == 119 then redis.call('PUBLISH', channel, '1') end
+redis.call('DEL', lease)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local token = tonumber(string.match(holder, '^%d+', n + 2))
+-- Released while still ahead of the clock: the next token must pass it.
+if token >= now then
+  redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+end
+return 1
