@@ -164,7 +164,7 @@ impl Locker {
 
     /// Checks `key` as a lock request would, without storing or allocating
     /// anything: `Err(LockError::InvalidKey)` names the key and what to do.
-    /// For refusing bad input before other work (as `LockLayer` does).
+    /// For refusing bad input before other work.
     ///
     /// ```
     /// let locker = lock_core::Locker::memory();
@@ -175,15 +175,16 @@ impl Locker {
         crate::keys::validate(key)
     }
 
-    /// The stored key names of the lock on `key` (for inspection and tests).
-    pub fn stored_keys(&self, key: &str) -> Result<crate::StoredKeys, LockError> {
-        crate::StoredKeys::new(&self.inner.config.namespace, key)
+    /// The names the lock on `key` is stored under (feature `test-util`).
+    #[cfg(feature = "test-util")]
+    pub fn stored_keys(&self, key: &str) -> Result<StoredKeys, LockError> {
+        StoredKeys::new(&self.inner.config.namespace, key)
     }
 
     /// Tasks of this Locker waiting in the local line for `key` behind the
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
-        match self.stored_keys(key) {
+        match StoredKeys::new(&self.inner.config.namespace, key) {
             Ok(keys) => self.inner.queues.waiting(&keys),
             Err(_) => 0,
         }

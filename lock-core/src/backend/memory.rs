@@ -116,14 +116,10 @@ impl MemoryBackend {
         Self::default()
     }
 
-    /// Number of leases currently stored (held or expired but not yet swept).
-    pub fn stored_leases(&self) -> usize {
-        self.store.shards.sum(|state| state.leases.len())
-    }
-
     /// Ends the lease on `keys` at once, as if it had expired or been
     /// taken away: for testing how code reacts to a lost lease (its holder
     /// sees it lost at the next renewal). Returns whether a lease was there.
+    #[cfg(feature = "test-util")]
     pub fn evict(&self, keys: &StoredKeys) -> bool {
         self.lock_state(keys).leases.remove(keys).is_some()
     }

@@ -1,24 +1,13 @@
-//! The store boundary: the [`Backend`] trait and its implementations.
+//! The store boundary: the [`Backend`] trait and its implementations,
+//! [`RedisBackend`] and [`MemoryBackend`].
 //!
 //! A backend does four things with one lock, each atomically in its store:
 //! try to take the lease (minting a fencing token), renew it, release it,
 //! and tell waiters about releases. Everything above it - the guard, the
-//! watchdog, waiting, local queueing, reentrancy - is store-agnostic.
-//!
-//! How other stores map onto it:
-//! - **Redis Cluster**: the three stored keys share one hash slot (see
-//!   [`StoredKeys`]), so the same scripts run on a cluster connection;
-//!   releases go out on the key's channel.
-//! - **Sentinel**: a connection to the current master is a plain
-//!   [`RedisBackend`] connection; replica acknowledgement covers failover.
-//! - **RedLock**: a backend over N [`RedisBackend`]s that reports
-//!   [`Attempt::Acquired`] when a quorum did within the validity time, with
-//!   the highest token of the quorum; renew and release go to all.
-//! - **etcd**: a lease with the ttl plus a key created under it; the key's
-//!   create revision is the fencing token; a watch on the predecessor is the
-//!   release signal.
-//! - **ZooKeeper**: an ephemeral sequential node; its sequence number (or
-//!   the czxid) is the token; a watch on the predecessor is the signal.
+//! watchdog, waiting, local queueing, reentrancy - is store-agnostic. The
+//! three stored names of a lock share one Redis Cluster hash slot (see
+//! [`StoredKeys`]), so the Redis scripts also run on a cluster connection
+//! ([`RedisBackend::with_connection`]).
 
 use std::future::Future;
 use std::pin::Pin;
