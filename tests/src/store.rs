@@ -136,12 +136,18 @@ impl Backend for Counting {
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        let attempt = self.inner.try_acquire(keys, owner, ttl);
+        // Counted once answered, so a waiter seen at n attempts has its
+        // answers in hand; an answer given in place stays in place.
+        let attempt = match self.inner.try_acquire(keys, owner, ttl).into_ready() {
+            Ok(outcome) => {
+                self.acquires.send_modify(|n| *n += 1);
+                return StoreFuture::ready(outcome);
+            }
+            Err(attempt) => attempt,
+        };
         let acquires = Arc::clone(&self.acquires);
         StoreFuture::new(async move {
             let outcome = attempt.await;
-            // Counted once answered, so a waiter seen at n attempts has its
-            // answers in hand.
             acquires.send_modify(|n| *n += 1);
             outcome
         })
@@ -179,6 +185,10 @@ impl Backend for Counting {
         timeout: Duration,
     ) -> StoreFuture<'_, Result<usize, StoreError>> {
         self.inner.confirm_replicas(wanted, timeout)
+    }
+
+    fn answers_in_place(&self) -> bool {
+        self.inner.answers_in_place()
     }
 
     fn describe(&self) -> String {

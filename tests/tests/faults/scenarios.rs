@@ -628,9 +628,14 @@ async fn s13_flood_of_waiters() {
             tokio::spawn(async move { locker.lock("flood").wait(wait).await.map(drop) })
         })
         .collect();
-    while locker.local_waiters("flood") < WAITERS - 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let lined_up = async {
+        while locker.local_waiters("flood") < WAITERS - 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(wait, lined_up)
+        .await
+        .expect("the waiters did not line up within their wait");
     let during = rss_kib();
     let mut admin = lock.connection().await;
     let clients: String = redis::cmd("CLIENT")

@@ -171,7 +171,9 @@ pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
         .wait(Duration::from_secs(1))
         .await
         .unwrap();
-    let err = lost.await;
+    let err = tokio::time::timeout(interval + SLACK, lost)
+        .await
+        .expect("the loss was not told");
     let told_after = stolen_at.elapsed();
     assert!(
         told_after <= interval + SLACK,
@@ -269,7 +271,8 @@ pub async fn a_vanished_holder_ends_at_its_ttl(store: TestStore) {
 }
 
 pub async fn cancellation_leaves_no_lock(store: TestStore) {
-    let ttl = Duration::from_millis(300);
+    // Long enough that no check below can pass by plain expiry.
+    let ttl = Duration::from_secs(6);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let mut tasks = Vec::new();
     for i in 0..64u64 {
@@ -297,18 +300,19 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
         }
         let _ = task.await;
     }
-    // After the TTL at the latest, every key is free and nothing renews.
+    // Long before the ttl, every key is free and nothing renews.
     let other = store.locker().await;
     for k in 0..4 {
         let guard = other
             .lock(format!("cancel:{k}"))
-            .wait(3 * ttl)
+            .wait(ttl / 3)
             .await
             .expect("a cancelled acquire left a lock behind");
         guard.release().await.unwrap();
     }
     let renewals = counts.renewals();
-    tokio::time::sleep(ttl).await;
+    // Past the first renewal any lease left behind would have had.
+    tokio::time::sleep(ttl / 3 + SLACK).await;
     assert_eq!(
         counts.renewals(),
         renewals,
@@ -317,7 +321,6 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
     assert_eq!(locker.local_lines(), 0, "local wait lines left behind");
     if let Some(server) = store.server() {
         let mut conn = server.connection().await;
-        tokio::time::sleep(ttl).await;
         assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
     }
 }
@@ -325,7 +328,19 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
 pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
     let locker = store.locker().await;
     let other = store.locker().await;
-    for bad in [String::new(), "k".repeat(1 << 20)] {
+    let longest = "k".repeat(lock_core::MAX_KEY_LEN);
+    locker
+        .lock(&longest)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for bad in [
+        String::new(),
+        "k".repeat(lock_core::MAX_KEY_LEN + 1),
+        "k".repeat(1 << 20),
+    ] {
         match locker.lock(bad.clone()).await {
             Err(LockError::InvalidKey { key, reason }) => {
                 assert!(key.len() < 200, "the message repeats a huge key");
@@ -359,8 +374,12 @@ pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
         );
         held.push(guard);
     }
-    // Distinct inputs are distinct locks: all are held at once.
-    assert_eq!(held.len(), odd.len());
+    // Distinct inputs are distinct locks, under distinct stored names.
+    let names: std::collections::HashSet<String> = odd
+        .iter()
+        .map(|key| locker.stored_keys(key).unwrap().lease().to_owned())
+        .collect();
+    assert_eq!(names.len(), odd.len(), "{names:?}");
     for guard in held {
         guard.release().await.unwrap();
     }
@@ -462,4 +481,33 @@ pub async fn waiters_per_key_are_bounded(store: TestStore) {
     for waiter in waiters {
         waiter.await.unwrap().unwrap();
     }
+}
+
+pub async fn the_local_deadline_ends_before_the_store_does(store: TestStore) {
+    let ttl = Duration::from_secs(1);
+    let holder = store.locker().await;
+    let other = store.locker().await;
+    let guard = holder
+        .lock("margin")
+        .ttl(ttl)
+        .watchdog(false)
+        .await
+        .unwrap();
+    // The drift margin (1 % + 2 ms) is kept off the local deadline.
+    let drift = ttl / 100 + Duration::from_millis(2);
+    assert!(
+        guard.expires_in() <= ttl - drift,
+        "{:?}",
+        guard.expires_in()
+    );
+    let next = other
+        .lock("margin")
+        .wait(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        !guard.is_held(),
+        "the holder still believed it held when another owner got the lock"
+    );
+    next.release().await.unwrap();
 }

@@ -47,4 +47,5 @@ on_every_backend!(
     try_lock_does_not_wait,
     max_hold_stops_renewal,
     waiters_per_key_are_bounded,
+    the_local_deadline_ends_before_the_store_does,
 );

@@ -252,7 +252,9 @@ async fn loss_is_told_when_the_server_is_paused() {
     let guard = locker.lock("paused").await.unwrap();
     let acquired = Instant::now();
     server.pause();
-    let err = guard.lost().await;
+    let err = tokio::time::timeout(ttl + ttl / 3 + SLACK, guard.lost())
+        .await
+        .expect("the loss was not told");
     let told = acquired.elapsed();
     // Deadline (at most one ttl after the last confirmed renewal, which was
     // at most one interval before the pause) plus one interval.
