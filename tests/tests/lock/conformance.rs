@@ -511,3 +511,34 @@ pub async fn the_local_deadline_ends_before_the_store_does(store: TestStore) {
     );
     next.release().await.unwrap();
 }
+
+pub async fn a_starved_watchdog_sends_no_renewal_after_the_deadline(store: TestStore) {
+    let ttl = Duration::from_millis(600);
+    let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
+    // The lease and its watchdog live on a runtime of their own, whose only
+    // thread is then blocked past the deadline (as a runtime starved by
+    // blocking code is).
+    let lost = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let guard = locker.lock("starved").await.unwrap();
+            std::thread::sleep(2 * ttl);
+            let lost = tokio::time::timeout(SLACK, guard.lost()).await;
+            drop(guard);
+            lost.expect("the loss was not told after the block")
+        })
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
+    // Blocked before the first renewal fell due (ttl/3), resumed after the
+    // deadline: not one renewal may have been sent.
+    assert_eq!(
+        counts.renewals(),
+        0,
+        "a renewal was sent after the deadline"
+    );
+}

@@ -48,4 +48,5 @@ on_every_backend!(
     max_hold_stops_renewal,
     waiters_per_key_are_bounded,
     the_local_deadline_ends_before_the_store_does,
+    a_starved_watchdog_sends_no_renewal_after_the_deadline,
 );
