@@ -542,3 +542,32 @@ pub async fn a_starved_watchdog_sends_no_renewal_after_the_deadline(store: TestS
         "a renewal was sent after the deadline"
     );
 }
+
+pub async fn waiting_does_not_poll_during_a_long_hold(store: TestStore) {
+    let holder = store.locker().await;
+    let (waiter, counts) = store.locker_with(|l| l).await;
+    let guard = holder.lock("quiet").await.unwrap();
+    let task =
+        tokio::spawn(async move { waiter.lock("quiet").wait(Duration::from_secs(20)).await });
+    // A try, then (once subscribed to releases) one more, so that no
+    // release between the two is missed. (In process, the first poll's
+    // in-place try comes on top.)
+    counts.acquires_reach(2).await;
+    let before = counts.acquires();
+    // The hold is the point: with 30 s left on the lease, a waiter that
+    // polled (every 100 ms without a release channel) would try about 15
+    // times more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let during = counts.acquires() - before;
+    assert!(
+        during <= 1,
+        "the waiter tried {during} times during the hold"
+    );
+    guard.release().await.unwrap();
+    let next = tokio::time::timeout(SLACK, task)
+        .await
+        .expect("woken by the release")
+        .unwrap()
+        .unwrap();
+    next.release().await.unwrap();
+}

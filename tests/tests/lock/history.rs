@@ -55,8 +55,9 @@ fn start_writers(redis_url: &str, kind: &str, pg_url: &str) -> Writers {
 /// collects every line until all writers are done. A paused writer is
 /// stopped before it is told to write, so its writes come after the pause;
 /// the others go on meanwhile (and take the lock once its lease lapses).
-fn drive(mut writers: Writers) -> Vec<(usize, String)> {
+fn drive(mut writers: Writers) -> Run {
     let mut seen = Vec::new();
+    let mut paused = Vec::new();
     let mut resumes = Vec::new();
     let mut done = 0;
     while done < WRITERS {
@@ -78,6 +79,7 @@ fn drive(mut writers: Writers) -> Vec<(usize, String)> {
             .is_some_and(|r: &std::thread::JoinHandle<()>| !r.is_finished());
         if resumes.len() < PAUSES && !pausing {
             // Paused inside its critical section, before its writes.
+            paused.push(seen.len() - 1);
             let pid = writers.children[id].id();
             assert!(send_signal(pid, libc::SIGSTOP));
             resumes.push(std::thread::spawn(move || {
@@ -96,11 +98,38 @@ fn drive(mut writers: Writers) -> Vec<(usize, String)> {
     for child in &mut writers.children {
         assert!(child.wait().unwrap().success());
     }
-    seen
+    Run {
+        lines: seen,
+        paused,
+    }
+}
+
+/// What the writers said, and where in it a holder was paused.
+struct Run {
+    /// Each writer's lines, in the order they arrived.
+    lines: Vec<(usize, String)>,
+    /// Indices of the `holding` lines whose writer was then paused.
+    paused: Vec<usize>,
+}
+
+impl Run {
+    /// The writes of the holder paused at `lines[at]`: that writer's
+    /// `accepted`/`rejected` lines until it holds again or is done.
+    fn writes_of_paused(&self, at: usize) -> Vec<&str> {
+        let id = self.lines[at].0;
+        self.lines[at + 1..]
+            .iter()
+            .filter(|(writer, _)| *writer == id)
+            .map(|(_, line)| line.as_str())
+            .take_while(|line| !line.starts_with("holding") && *line != "done")
+            .filter(|line| line.starts_with("accepted") || line.starts_with("rejected"))
+            .collect()
+    }
 }
 
 /// Checks the history and the writers' reports.
-fn check(history: &[u64], lines: &[(usize, String)]) {
+fn check(history: &[u64], run: &Run) {
+    let lines = &run.lines;
     assert!(!history.is_empty());
     for pair in history.windows(2) {
         assert!(
@@ -151,10 +180,17 @@ fn check(history: &[u64], lines: &[(usize, String)]) {
         .filter(|l| l.starts_with("error"))
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
-    assert!(
-        !rejected.is_empty(),
-        "no paused holder tried to write after losing its lease"
-    );
+    // Every pause happened, and each frozen holder wrote after it and had
+    // every write rejected (others wrote with newer tokens meanwhile).
+    assert_eq!(run.paused.len(), PAUSES, "not every pause happened");
+    for &at in &run.paused {
+        let writes = run.writes_of_paused(at);
+        assert!(
+            !writes.is_empty() && writes.iter().all(|w| w.starts_with("rejected")),
+            "the holder paused at `{}` wrote {writes:?}",
+            lines[at].1
+        );
+    }
     println!(
         "{} accepted writes, {} rejected stale writes, {} distinct tokens",
         history.len(),
@@ -167,7 +203,7 @@ fn check(history: &[u64], lines: &[(usize, String)]) {
 async fn paused_holders_are_fenced_off_in_redis() {
     let server = RedisServer::start();
     let writers = start_writers(&server.url(), "redis", "-");
-    let lines = tokio::task::spawn_blocking(move || drive(writers))
+    let run = tokio::task::spawn_blocking(move || drive(writers))
         .await
         .unwrap();
     let mut conn = server.connection().await;
@@ -178,7 +214,7 @@ async fn paused_holders_are_fenced_off_in_redis() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    check(&history, &lines);
+    check(&history, &run);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,7 +230,7 @@ async fn paused_holders_are_fenced_off_in_postgres() {
     .await
     .unwrap();
     let writers = start_writers(&server.url(), "postgres", &pg.url());
-    let lines = tokio::task::spawn_blocking(move || drive(writers))
+    let run = tokio::task::spawn_blocking(move || drive(writers))
         .await
         .unwrap();
     let row = db
@@ -203,5 +239,5 @@ async fn paused_holders_are_fenced_off_in_postgres() {
         .unwrap();
     let history: Vec<i64> = row.get(0);
     let history: Vec<u64> = history.into_iter().map(|t| t as u64).collect();
-    check(&history, &lines);
+    check(&history, &run);
 }

@@ -49,4 +49,5 @@ on_every_backend!(
     waiters_per_key_are_bounded,
     the_local_deadline_ends_before_the_store_does,
     a_starved_watchdog_sends_no_renewal_after_the_deadline,
+    waiting_does_not_poll_during_a_long_hold,
 );
