@@ -1,5 +1,6 @@
 //! `#[distributed_lock]` at run time, against a real redis-server.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -304,7 +305,18 @@ async fn trait_impls_generics_and_patterns() {
     let gateway = Gateway {
         locker: locker.clone(),
     };
-    assert!(gateway.pay(9).await.unwrap() > 0);
+    // The method locks `pay:9`: it waits while that key is held elsewhere,
+    // then runs under a newer token.
+    let held = locker.lock("pay:9").await.unwrap();
+    let mut call = Box::pin(gateway.pay(9));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        call.as_mut().poll(&mut cx).is_pending(),
+        "pay(9) did not wait for the lock on pay:9"
+    );
+    let before = held.token().get();
+    held.release().await.unwrap();
+    assert!(call.await.unwrap() > before);
     assert_eq!(generic(&locker, 5, "x").await.unwrap(), "5/x");
     assert_eq!(patterns(&locker, (1, 2), (3, 4)).await.unwrap(), 5);
 }

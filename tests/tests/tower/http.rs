@@ -245,13 +245,12 @@ async fn a_dropped_connection_mid_body_releases() {
     let (body, chunks, other) = first_chunk_of_a_report(&store).await;
     // The client goes away mid-body (body, client and connection dropped).
     drop(body);
-    let started = tokio::time::Instant::now();
+    // Well within the 30 s TTL: only the dropped body can have freed it.
     let guard = other
         .lock("report:1")
-        .wait(Duration::from_secs(10))
+        .wait(Duration::from_secs(2))
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
     guard.release().await.unwrap();
     drop(chunks);
 }
