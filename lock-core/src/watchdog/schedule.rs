@@ -396,15 +396,16 @@ mod tests {
         assert_eq!(locker.inner.watchdogs.scheduled(), 0);
     }
 
-    /// A lock of 150 ms held for three ttls: only renewals keep it (the
-    /// contract under test).
+    /// A lock of 600 ms held for three ttls: only renewals keep it (the
+    /// contract under test; 200 ms between renewals leaves a busy machine
+    /// room to run them).
     async fn held_for_three_ttls(locker: &Locker) -> crate::LockGuard {
         let guard = locker
             .lock("k")
-            .ttl(Duration::from_millis(150))
+            .ttl(Duration::from_millis(600))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(450)).await;
+        tokio::time::sleep(Duration::from_millis(1800)).await;
         guard
     }
 

@@ -11,6 +11,16 @@ use lock_testkit::{RedisServer, send_signal};
 
 pub const SLACK: Duration = Duration::from_millis(750);
 
+/// Scenarios run one at a time: each times pauses and leases against the
+/// clock, and two at once on 2 cores starve each other's processes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for the other scenarios to finish; hold the guard for the whole
+/// scenario.
+pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().await
+}
+
 /// Freeze windows (Unix ms) per client.
 pub type Pauses = HashMap<String, Vec<(u64, u64)>>;
 

@@ -9,7 +9,9 @@ use lock_testkit::{DelayProxy, RedisServer, all_keys, command_calls};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
-use crate::harness::{Clients, SLACK, Workers, assert_history, facts, store_histories, worker};
+use crate::harness::{
+    Clients, SLACK, Workers, assert_history, facts, one_at_a_time, store_histories, worker,
+};
 
 /// Runs blocking client orchestration off the async runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -20,6 +22,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 /// nothing is rejected, every token is unique, the store is ordered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s01_baseline_nothing_rejected() {
+    let _one_at_a_time = one_at_a_time().await;
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_secs(5);
     let mut clients = Clients::new();
@@ -49,6 +52,7 @@ async fn s01_baseline_nothing_rejected() {
 /// it is told it lost the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s02_frozen_holder_is_fenced_and_told() {
+    let _one_at_a_time = one_at_a_time().await;
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(400);
     let mut clients = Clients::new();
@@ -58,16 +62,17 @@ async fn s02_frozen_holder_is_fenced_and_told() {
         Workers {
             count: 3,
             keys: 1,
-            ops: 40,
+            ops: 20,
             ttl,
-            work: Duration::from_millis(30),
+            work: Duration::from_millis(100),
         },
     );
     let (events, pauses, frozen) = blocking(move || {
         let mut frozen = Vec::new();
         for _ in 0..2 {
-            // A fresh acquisition: the holder is inside its 30 ms of work.
-            let held = clients.wait_for(|e| e.kind == "acquire_ok" && e.at + 10 >= now_ms());
+            // A fresh acquisition: seen within 40 ms, the holder is still
+            // inside its 100 ms of work when frozen.
+            let held = clients.wait_for(|e| e.kind == "acquire_ok" && e.at + 40 >= now_ms());
             clients.freeze(&held.client, 2 * ttl);
             frozen.push(held);
         }
@@ -107,6 +112,7 @@ async fn s02_frozen_holder_is_fenced_and_told() {
 /// believe it holds the expired lease; it takes a fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s03_reply_in_flight_past_the_lease() {
+    let _one_at_a_time = one_at_a_time().await;
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(500);
     let mut clients = Clients::new();
@@ -187,6 +193,7 @@ async fn s03_reply_in_flight_past_the_lease() {
 /// rejected once another holder has written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s04_starved_watchdog() {
+    let _one_at_a_time = one_at_a_time().await;
     let (lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(300);
     let mut clients = Clients::new();
@@ -247,6 +254,7 @@ async fn s04_starved_watchdog() {
 /// loss is told and the next holder's token is higher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s05_redis_paused_short_and_long() {
+    let _one_at_a_time = one_at_a_time().await;
     let lock = RedisServer::options().debug_commands().start();
     let ttl = Duration::from_millis(900);
     let locker = Locker::builder()
@@ -318,6 +326,7 @@ async fn s05_redis_paused_short_and_long() {
 /// lock untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s07_delayed_renewal_and_release_touch_nothing() {
+    let _one_at_a_time = one_at_a_time().await;
     let lock = RedisServer::start();
     let proxy = DelayProxy::start(lock.port()).await;
     let ttl = Duration::from_millis(400);
@@ -370,6 +379,7 @@ async fn s07_delayed_renewal_and_release_touch_nothing() {
 /// soon after the server is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s08_restart_under_load() {
+    let _one_at_a_time = one_at_a_time().await;
     let (mut lock, data) = (RedisServer::start(), RedisServer::start());
     let ttl = Duration::from_millis(500);
     let mut clients = Clients::new();
@@ -438,6 +448,7 @@ async fn s08_restart_under_load() {
 /// second holder's newer token fences off the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s09_failover_that_loses_the_lock() {
+    let _one_at_a_time = one_at_a_time().await;
     let data = RedisServer::start();
     let fence = RedisFence::new(data.connection().await);
 
@@ -496,6 +507,7 @@ async fn s09_failover_that_loses_the_lock() {
 /// the loser is told by a stale-token error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s10_split_brain() {
+    let _one_at_a_time = one_at_a_time().await;
     let data = RedisServer::start();
     let fence = RedisFence::new(data.connection().await);
     let master = RedisServer::start();
@@ -533,6 +545,7 @@ async fn s10_split_brain() {
 /// without release; after 3 x ttl no key is left and no renewals run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s11_cancel_storm_leaves_nothing() {
+    let _one_at_a_time = one_at_a_time().await;
     let lock = RedisServer::start();
     let ttl = Duration::from_millis(300);
     let locker = Locker::builder().ttl(ttl).redis(&lock.url()).await.unwrap();
@@ -606,6 +619,7 @@ proptest! {
 /// 12b. Oversized and empty keys are refused with a clear error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s12_oversized_keys_are_refused() {
+    let _one_at_a_time = one_at_a_time().await;
     let locker = Locker::memory();
     let huge = "{".repeat(1 << 20);
     assert!(matches!(
@@ -630,6 +644,7 @@ fn rss_kib() -> u64 {
 /// pub/sub connection to Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s13_flood_of_waiters() {
+    let _one_at_a_time = one_at_a_time().await;
     const WAITERS: usize = 10_000;
     let lock = RedisServer::start();
     let locker = Locker::redis(&lock.url()).await.unwrap();
@@ -681,6 +696,7 @@ async fn s13_flood_of_waiters() {
 /// fast with an error, nothing hangs or panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_unreachable_and_unresponsive_while_held() {
+    let _one_at_a_time = one_at_a_time().await;
     let ttl = Duration::from_millis(600);
     for kill in [true, false] {
         let mut lock = RedisServer::start();

@@ -133,7 +133,7 @@ pub async fn without_watchdog_the_lease_expires(store: TestStore) {
 }
 
 pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
-    let ttl = Duration::from_millis(150);
+    let ttl = Duration::from_millis(600);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let released = locker.lock("renewed:1").await.unwrap();
     let dropped = locker.lock("renewed:2").await.unwrap();

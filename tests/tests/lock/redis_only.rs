@@ -146,14 +146,34 @@ async fn no_token_bookkeeping_is_left_behind() {
     }
     let expired = locker
         .lock("order:expired")
-        .ttl(Duration::from_millis(100))
+        .ttl(Duration::from_millis(300))
         .watchdog(false)
         .await
         .unwrap();
+    let lease = locker
+        .stored_keys("order:expired")
+        .unwrap()
+        .lease()
+        .to_owned();
     let _ = expired.lost().await;
     let mut conn = server.connection().await;
+    // The lease ends in the store just after its holder is told: wait for
+    // that (server state, no event to await), then nothing may be left.
+    let gone = async {
+        while redis::cmd("PTTL")
+            .arg(&lease)
+            .query_async::<i64>(&mut conn)
+            .await
+            .unwrap()
+            != -2
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(SLACK, gone)
+        .await
+        .expect("the lease outlived its ttl");
     // An expired lease takes its token along; nothing waits for the clock.
-    tokio::time::sleep(Duration::from_millis(50)).await;
     let keys = all_keys(&mut conn).await;
     assert!(keys.is_empty(), "left behind: {keys:?}");
 }
