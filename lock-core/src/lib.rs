@@ -88,11 +88,13 @@
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+mod acquire;
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod backend;
 mod error;
 pub mod fence;
+mod future;
 mod global;
 mod guard;
 mod handle;
@@ -104,13 +106,16 @@ mod request;
 mod retry;
 mod scope;
 mod sharded;
+mod subscription;
 mod telemetry;
 mod token;
+mod undo;
 mod waiting;
 mod watchdog;
 
 pub use backend::Backend;
 pub use error::{LockError, LossReason, Operation, Refusal, StoreError};
+pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::LockGuard;
 pub use handle::Lease;
@@ -121,6 +126,6 @@ pub use locker::{
     DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
     LockerBuilder, MIN_TTL,
 };
-pub use request::{LockFuture, LockRequest};
+pub use request::LockRequest;
 pub use scope::Scoped;
 pub use token::FencingToken;

@@ -1,5 +1,6 @@
 //! Trying again after a store failure that may pass: [`Backoff`], the
-//! pauses between tries, and [`release_until`], a release that keeps trying
+//! pauses between tries; [`Outage`], how long an acquisition waits through
+//! store errors; and [`release_until`], a release that keeps trying
 //! in the background (a key left locked after its holder let go would hold
 //! every waiter up for the rest of its ttl; the production lock in the
 //! seeds retries its unlock the same way).
@@ -61,6 +62,38 @@ pub(crate) async fn release_until(
             Err(err) if err.is_transient() => {}
             outcome => return Some(outcome),
         }
+    }
+}
+
+/// Store errors met in a row by one acquisition. A waiter treats a broken
+/// connection as one more reason to wait, but not past its deadline, and
+/// not once the store has failed for longer than the Locker's timeout (an
+/// outage then fails every request in about that time, not after each
+/// one's whole wait). Refusals and error answers are not waited out.
+pub(crate) struct Outage {
+    /// When the outage has lasted the Locker's timeout.
+    pub(crate) gives_up_at: Instant,
+    backoff: Backoff,
+}
+
+impl Outage {
+    /// An outage met by the attempt sent at `sent`, bounded by `timeout`.
+    pub(crate) fn began(sent: Instant, timeout: Duration) -> Self {
+        Outage {
+            gives_up_at: sent + timeout,
+            // Soon after a cut (the connection is being replaced), then less
+            // often the longer the store stays away.
+            backoff: Backoff::new(Duration::from_millis(10), Duration::from_millis(250)),
+        }
+    }
+
+    /// When to try again after `err`, or `None` to give up.
+    pub(crate) fn retry_at(&mut self, err: &StoreError, deadline: Instant) -> Option<Instant> {
+        let at = Instant::now() + self.backoff.pause();
+        let waits_out = err.is_transient() && at < self.gives_up_at;
+        waits_out
+            .then(|| at.min(deadline))
+            .filter(|at| *at < deadline)
     }
 }
 

@@ -1,0 +1,340 @@
+//! The acquisition path: from a checked request to a [`LockGuard`], through
+//! the task's scope (a reentrant lock), the process-local line and the
+//! store.
+//!
+//! Waiting does not poll: the head of the process-local line subscribes to
+//! the lock's release channel, retries (so a release between the first try
+//! and the subscription is not missed), then sleeps until a release
+//! message, the holder's remaining TTL or its own deadline. A transient
+//! store error is one more reason to wait (see [`Outage`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep_until};
+
+use crate::backend::Attempt;
+use crate::error::{LockError, Operation, StoreError};
+use crate::guard::LockGuard;
+use crate::keys::StoredKeys;
+use crate::lease::{HeldSlot, LeaseParts, LeaseState, Status, deadline_after};
+use crate::locker::Locker;
+use crate::owner::{self, Owner};
+use crate::retry::Outage;
+use crate::subscription::Subscription;
+use crate::token::FencingToken;
+use crate::undo::UndoOnDrop;
+use crate::waiting::{LocalSlot, NoSlot};
+use crate::{scope, telemetry, watchdog};
+
+/// A request whose key has been checked: what every step works on.
+pub(crate) struct Acquisition {
+    pub(crate) locker: Locker,
+    pub(crate) keys: StoredKeys,
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) watchdog: bool,
+}
+
+/// Where an acquisition stands after its first step.
+pub(crate) enum Next {
+    /// Done without waiting.
+    Done(Result<LockGuard, LockError>),
+    /// To take its place in the local line, then work the store.
+    Line(Acquisition),
+    /// At the head of the local line, to work the store.
+    Head(Acquisition, Head),
+}
+
+/// An acquisition at the head of its local line.
+pub(crate) struct Head {
+    slot: LocalSlot,
+    /// When the request began (its wait counts from here).
+    started: Instant,
+    /// What the store already answered, if it was asked.
+    answered: Option<Attempt>,
+}
+
+/// A lease just granted by the store.
+struct Grant {
+    owner: Owner,
+    token: FencingToken,
+    slot: HeldSlot,
+    /// When the request that took it was sent: the lease counts from here.
+    sent: Instant,
+}
+
+impl Acquisition {
+    /// What can be done at once, without a task's worth of state: the
+    /// scope (a reentrant lock) and, on a store that answers in place (the
+    /// memory backend), the local line and one try at the store. The
+    /// uncontended in-process lock is then taken here, at a quarter fewer
+    /// instructions per lock and release than on the general path
+    /// (`layer_instructions`, bench/README.md).
+    pub(crate) fn first_step(self) -> Next {
+        if let Some(held) = self.held_in_scope() {
+            return Next::Done(held);
+        }
+        let inner = &self.locker.inner;
+        if !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
+            return Next::Line(self);
+        }
+        let Ok(entered) = inner.queues.try_enter(&self.keys) else {
+            return Next::Line(self);
+        };
+        let started = Instant::now();
+        let owner = owner::next();
+        let answer = inner
+            .backend
+            .try_acquire(&self.keys, owner.as_str(), self.ttl)
+            .into_ready()
+            .ok();
+        let answered = match answer {
+            Some(Ok(Attempt::Acquired(token))) => {
+                entered.into_lease();
+                tracing::debug!(key = %self.keys.user(), %token, "lock acquired");
+                telemetry::acquired_at_once();
+                let slot = HeldSlot::InLine;
+                let grant = Grant {
+                    owner,
+                    token,
+                    slot,
+                    sent: started,
+                };
+                return Next::Done(Ok(self.hold(grant)));
+            }
+            Some(Ok(held)) => Some(held),
+            // A store that broke its word (no answer in place, or an
+            // error): the general path asks again.
+            _ => None,
+        };
+        let slot = entered.owned();
+        Next::Head(
+            self,
+            Head {
+                slot,
+                started,
+                answered,
+            },
+        )
+    }
+
+    /// A reentrant guard (or the loss) if the calling task already holds
+    /// this lock in a scope.
+    fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
+        let lease = scope::held_by_task(self.locker.inner.id, self.keys.lease())?;
+        Some(match lease.status() {
+            Status::Lost(reason) => Err(lease.lost_error(reason)),
+            _ => Ok(LockGuard::reentrant(lease)),
+        })
+    }
+
+    /// Takes the local slot for the key (waiting in line if another task
+    /// of this process has it), then works the store.
+    pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
+        let inner = &self.locker.inner;
+        let started = Instant::now();
+        let slot = match inner.queues.try_enter(&self.keys) {
+            Ok(entered) => Ok(entered.owned()),
+            Err(NoSlot::Busy) if !self.wait.is_zero() => {
+                // Waiting in line is the cold path: boxed, so that the
+                // future of an uncontended lock stays small.
+                Box::pin(inner.queues.enter(&self.keys, started + self.wait)).await
+            }
+            Err(no) => Err(no),
+        };
+        let slot = slot.map_err(|no| match no {
+            NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),
+            NoSlot::Full => LockError::TooManyWaiters {
+                key: LockError::shown(self.keys.user()),
+                limit: inner.config.max_waiters_per_key,
+            },
+        })?;
+        let head = Head {
+            slot,
+            started,
+            answered: None,
+        };
+        self.contend(head).await
+    }
+
+    /// Holds the local slot and works the store until the lease is ours or
+    /// the deadline passes.
+    pub(crate) async fn contend(self, head: Head) -> Result<LockGuard, LockError> {
+        let Head {
+            slot,
+            started,
+            mut answered,
+        } = head;
+        let deadline = started + self.wait;
+        let inner = &self.locker.inner;
+        let backend = &inner.backend;
+        // Undo a possibly applied acquire if this future is dropped mid-request.
+        let mut undo = UndoOnDrop::new(&self);
+        let mut subscription = Subscription::default();
+        let mut outage: Option<Outage> = None;
+        loop {
+            let sent = Instant::now();
+            let attempt = match answered.take() {
+                Some(answer) => Ok(answer),
+                None => {
+                    undo.sending = true;
+                    let attempt = backend.try_acquire(&self.keys, undo.owner(), self.ttl);
+                    let attempt = match &outage {
+                        None => attempt.await,
+                        // In an outage, no attempt runs past the outage's bound.
+                        Some(outage) => tokio::time::timeout_at(outage.gives_up_at, attempt)
+                            .await
+                            .unwrap_or_else(|_| Err(StoreError::timed_out(inner.config.timeout))),
+                    };
+                    undo.sending = false;
+                    attempt
+                }
+            };
+            match attempt {
+                Ok(Attempt::Acquired(token)) => {
+                    // The lease counts from this attempt, also when the store
+                    // answered with a lease an earlier one took (it restarts it).
+                    // A store in this process answered at once.
+                    if !backend.answers_in_place()
+                        && Instant::now() >= deadline_after(sent, self.ttl)
+                    {
+                        // The answer came too late to be of use (this process
+                        // or the store stalled): give it back and go on.
+                        tracing::warn!(key = %self.keys.user(), %token, "acquired lease expired before the reply arrived");
+                        undo.fire();
+                        continue;
+                    }
+                    let owner = undo.disarm();
+                    let slot = HeldSlot::Owned(slot);
+                    let guard = self.hold(Grant {
+                        owner,
+                        token,
+                        slot,
+                        sent,
+                    });
+                    // From here a dropped future drops the guard, which releases.
+                    let guard = if inner.config.replicas.is_some() {
+                        Box::pin(self.confirm_replicas(guard)).await?
+                    } else {
+                        guard
+                    };
+                    tracing::debug!(key = %self.keys.user(), %token, waited = ?started.elapsed(), "lock acquired");
+                    telemetry::acquired(started);
+                    return Ok(guard);
+                }
+                Ok(Attempt::Held { remaining }) => {
+                    // Another owner holds it: no attempt of ours took it.
+                    undo.in_doubt = false;
+                    outage = None;
+                    if Instant::now() >= deadline {
+                        return Err(self.timeout_error(started, remaining));
+                    }
+                    // Boxed like the local line: only a held lock gets here.
+                    let released = subscription.wait_for_release(&self, remaining, deadline);
+                    Box::pin(released).await?;
+                }
+                Err(err) => {
+                    undo.in_doubt |= err.outcome_unknown();
+                    telemetry::store_error(Operation::Acquire);
+                    let timeout = inner.config.timeout;
+                    let outage = outage.get_or_insert_with(|| Outage::began(sent, timeout));
+                    let Some(retry_at) = outage.retry_at(&err, deadline) else {
+                        tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
+                        let key = self.keys.user();
+                        return Err(LockError::from_store(key, Operation::Acquire, err));
+                    };
+                    tracing::debug!(key = %self.keys.user(), error = %err, "acquire failed; trying again while the store recovers");
+                    sleep_until(retry_at).await;
+                }
+            }
+        }
+    }
+
+    /// The guard of a lease just granted, its watchdog scheduled.
+    fn hold(&self, grant: Grant) -> LockGuard {
+        let Grant {
+            owner,
+            token,
+            slot,
+            sent,
+        } = grant;
+        let ttl = self.ttl;
+        let plan = watchdog::Plan {
+            renew: self.watchdog,
+            hold_until: self.locker.inner.config.max_hold.map(|h| sent + h),
+        };
+        let lease = LeaseState::new(LeaseParts {
+            locker: self.locker.clone(),
+            keys: self.keys.clone(),
+            owner,
+            token,
+            ttl,
+            deadline: deadline_after(sent, ttl),
+            slot,
+        });
+        self.locker
+            .inner
+            .watchdogs
+            .start(Arc::clone(&lease), plan, sent, watchdog::interval(ttl));
+        LockGuard::owner(lease)
+    }
+
+    fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
+        telemetry::wait_timed_out();
+        tracing::debug!(key = %self.keys.user(), waited = ?started.elapsed(), "lock wait timed out");
+        LockError::WaitTimeout {
+            key: LockError::shown(self.keys.user()),
+            waited: started.elapsed(),
+            holder_expires_in,
+        }
+    }
+
+    /// Replica acknowledgement: on failure the lease is released and the
+    /// acquire fails.
+    async fn confirm_replicas(&self, guard: LockGuard) -> Result<LockGuard, LockError> {
+        let Some((wanted, within)) = self.locker.inner.config.replicas else {
+            return Ok(guard);
+        };
+        let confirmed = self
+            .locker
+            .inner
+            .backend
+            .confirm_replicas(wanted, within)
+            .await;
+        let failure = match confirmed {
+            Ok(n) if n >= wanted => return Ok(guard),
+            Ok(n) => LockError::ReplicasNotConfirmed {
+                key: LockError::shown(self.keys.user()),
+                wanted,
+                confirmed: n,
+            },
+            Err(err) => LockError::from_store(self.keys.user(), Operation::ConfirmReplicas, err),
+        };
+        // Whatever the release says, the acquire has failed.
+        let _ = guard.release().await;
+        Err(failure)
+    }
+}
+
+impl Next {
+    /// Goes on to a guard or an error, waiting where it has to.
+    pub(crate) async fn finish(self) -> Result<LockGuard, LockError> {
+        match self {
+            Next::Done(result) => result,
+            Next::Line(acquisition) => acquisition.line_up().await,
+            Next::Head(acquisition, head) => acquisition.contend(head).await,
+        }
+    }
+
+    /// The `lock` tracing span of an acquisition that goes on.
+    pub(crate) fn span(&self) -> tracing::Span {
+        match self {
+            Next::Done(_) => tracing::Span::none(),
+            Next::Line(acquisition) | Next::Head(acquisition, _) => {
+                let key = LockError::shown(acquisition.keys.user());
+                tracing::debug_span!("lock", %key)
+            }
+        }
+    }
+}
