@@ -264,8 +264,11 @@ impl Acquisition {
             renew: self.watchdog,
             hold_until: self.locker.inner.config.max_hold.map(|h| sent + h),
         };
+        let inner = &self.locker.inner;
         let lease = LeaseState::new(LeaseParts {
-            locker: self.locker.clone(),
+            backend: Arc::clone(&inner.backend),
+            lines: Arc::clone(&inner.queues),
+            locker_id: inner.id,
             keys: self.keys.clone(),
             owner,
             token,

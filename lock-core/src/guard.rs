@@ -6,13 +6,23 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::error::{LockError, LossReason, Operation};
 use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;
 use crate::watchdog;
+
+/// What locked code does when its lease is lost while it runs: the choice
+/// of `#[distributed_lock(on_lost = "...")]` and of `LockLayer::on_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLost {
+    /// Stop it: drop its future and fail with [`LockError::Lost`] (a layer
+    /// answers with its lost-lease rejection). The default.
+    #[default]
+    Abort,
+    /// Let it finish; its fenced writes are still checked downstream.
+    Continue,
+}
 
 /// A held lock: a lease in the store, kept alive by a watchdog while the
 /// guard lives.
@@ -107,12 +117,7 @@ impl LockGuard {
     /// Time left until the local deadline, unless renewed before (zero once
     /// passed or lost).
     pub fn expires_in(&self) -> Duration {
-        if self.lease.status() != Status::Held {
-            return Duration::ZERO;
-        }
-        self.lease
-            .deadline()
-            .saturating_duration_since(Instant::now())
+        self.lease.expires_in()
     }
 
     /// A future that resolves with [`LockError::Lost`] when the lease is

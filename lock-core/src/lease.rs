@@ -1,20 +1,23 @@
-//! The state one acquisition shares between its guard, its watchdog and the
-//! task-local scope: deadline, loss signal, and the process-local slot.
+//! One acquisition's lease: [`LeaseState`], shared by its guard, its
+//! watchdog and the task-local scope (deadline, loss signal, the
+//! process-local slot, and what it needs of its Locker: the store, the
+//! local lines and a watchdog handle), and [`Lease`], the public view of it.
 
+use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::Locker;
 use crate::backend::Backend;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::keys::StoredKeys;
 use crate::owner::Owner;
 use crate::retry;
 use crate::token::FencingToken;
-use crate::waiting::LocalSlot;
+use crate::waiting::{LocalQueues, LocalSlot};
 use crate::watchdog::Control;
 
 /// Where a lease stands.
@@ -26,9 +29,12 @@ pub(crate) enum Status {
 }
 
 pub(crate) struct LeaseState {
-    /// The Locker that took the lease (its store, local lines and
-    /// watchdogs), moved in from the request.
-    pub(crate) locker: Locker,
+    /// The store the lease is in.
+    backend: Arc<dyn Backend>,
+    /// The local lines of the Locker that took it (its slot is in one).
+    lines: Arc<LocalQueues>,
+    /// Which Locker took it (a task's scope is reentrant per Locker).
+    pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
@@ -46,7 +52,7 @@ pub(crate) enum HeldSlot {
     /// A slot that waited or contended on its own.
     Owned(LocalSlot),
     /// The slot of the lease's keys in its Locker's lines, freed through
-    /// the Locker (no reference of its own to keep).
+    /// the lines (no reference of its own to keep).
     InLine,
 }
 
@@ -63,7 +69,9 @@ pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
 
 /// What a new lease is made of.
 pub(crate) struct LeaseParts {
-    pub(crate) locker: Locker,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) lines: Arc<LocalQueues>,
+    pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
@@ -75,7 +83,9 @@ pub(crate) struct LeaseParts {
 impl LeaseState {
     pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
         Arc::new(LeaseState {
-            locker: parts.locker,
+            backend: parts.backend,
+            lines: parts.lines,
+            locker_id: parts.locker_id,
             keys: parts.keys,
             owner: parts.owner,
             token: parts.token,
@@ -90,12 +100,7 @@ impl LeaseState {
 
     /// The store the lease is in.
     pub(crate) fn backend(&self) -> &dyn Backend {
-        &*self.locker.inner.backend
-    }
-
-    /// The id of the Locker that took the lease.
-    pub(crate) fn locker_id(&self) -> u64 {
-        self.locker.inner.id
+        &*self.backend
     }
 
     /// Where this lease's watchdog stands.
@@ -114,6 +119,15 @@ impl LeaseState {
 
     pub(crate) fn status(&self) -> Status {
         *self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Time left until the local deadline unless renewed (zero once lost,
+    /// released or past).
+    pub(crate) fn expires_in(&self) -> Duration {
+        if self.status() != Status::Held {
+            return Duration::ZERO;
+        }
+        self.deadline().saturating_duration_since(Instant::now())
     }
 
     /// Held and within the local deadline. Reads the clock, so a holder that
@@ -212,7 +226,7 @@ impl LeaseState {
             .take();
         match slot {
             Some(HeldSlot::Owned(slot)) => drop(slot),
-            Some(HeldSlot::InLine) => self.locker.inner.queues.leave(&self.keys),
+            Some(HeldSlot::InLine) => self.lines.leave(&self.keys),
             None => {}
         }
     }
@@ -248,5 +262,74 @@ impl LeaseState {
                 }
             }
         }
+    }
+}
+
+/// A view of one acquisition: its key, its token, whether it is still held,
+/// and a signal when it is lost. Cheap to clone; holding it does not keep
+/// the lock (the [`LockGuard`](crate::LockGuard) does).
+///
+/// ```
+/// use lock_core::Locker;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let locker = Locker::memory();
+/// let guard = locker.lock("order:42").await?;
+/// let lease = guard.lease();
+/// assert_eq!(lease.key(), "order:42");
+/// assert_eq!(lease.token(), guard.token());
+/// guard.release().await?;
+/// assert!(!lease.is_held());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Lease {
+    state: Arc<LeaseState>,
+}
+
+impl Lease {
+    pub(crate) fn new(state: Arc<LeaseState>) -> Self {
+        Lease { state }
+    }
+
+    /// The user key.
+    pub fn key(&self) -> &str {
+        self.state.keys.user()
+    }
+
+    /// The fencing token of this acquisition.
+    pub fn token(&self) -> FencingToken {
+        self.state.token
+    }
+
+    /// Held: not lost, not released, within the local deadline.
+    pub fn is_held(&self) -> bool {
+        self.state.is_held()
+    }
+
+    /// Time left until the local deadline unless renewed (zero once over).
+    pub fn expires_in(&self) -> Duration {
+        self.state.expires_in()
+    }
+
+    /// Resolves with [`LockError::Lost`] when the lease is lost; never if it
+    /// is released.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
+        self.state.lost()
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.key())
+            .field("token", &self.token())
+            .field("held", &self.is_held())
+            .finish()
     }
 }

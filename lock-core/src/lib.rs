@@ -97,7 +97,6 @@ pub mod fence;
 mod future;
 mod global;
 mod guard;
-mod handle;
 mod keys;
 mod lease;
 mod locker;
@@ -117,9 +116,9 @@ pub use backend::Backend;
 pub use error::{LockError, LossReason, Operation, Refusal, StoreError};
 pub use future::LockFuture;
 pub use global::{install, installed};
-pub use guard::LockGuard;
-pub use handle::Lease;
+pub use guard::{LockGuard, OnLost};
 pub use keys::{MAX_KEY_LEN, StoredKeys};
+pub use lease::Lease;
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 pub use locker::{

@@ -8,14 +8,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::locker::Locker;
 
-/// What to do when the lease is lost while the body runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnLost {
-    /// Drop the body and return `LockError::Lost`.
-    Abort,
-    /// Let the body finish (fenced writes still protect the data).
-    Continue,
-}
+use crate::guard::OnLost;
 
 /// Options fixed by the attribute; `None` takes the Locker's default.
 #[derive(Debug, Clone, Copy)]

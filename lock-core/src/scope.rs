@@ -70,7 +70,7 @@ pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<LeaseS
     HELD.try_with(|frame| {
         let mut current = Some(frame);
         while let Some(frame) = current {
-            if frame.lease.locker_id() == locker_id && frame.lease.keys.lease() == lease_key {
+            if frame.lease.locker_id == locker_id && frame.lease.keys.lease() == lease_key {
                 return Some(Arc::clone(&frame.lease));
             }
             current = frame.parent.as_deref();

@@ -14,13 +14,6 @@ use crate::template::{self, Piece};
 /// Every argument name, for the unknown-argument message.
 const NAMES: &str = "key, ttl, wait, watchdog, locker, on_lost, crate";
 
-/// What to do when the lease is lost while the body runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnLost {
-    Abort,
-    Continue,
-}
-
 /// `#[distributed_lock(...)]`, parsed.
 pub(crate) struct LockArgs {
     /// The template literal (for spans) and its pieces.
@@ -29,7 +22,8 @@ pub(crate) struct LockArgs {
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
-    pub(crate) on_lost: OnLost,
+    /// The `lock_core::OnLost` variant: `Abort` or `Continue`.
+    pub(crate) on_lost: &'static str,
     pub(crate) krate: Option<Path>,
 }
 
@@ -77,8 +71,8 @@ impl Parse for LockArgs {
                 "on_lost" => {
                     let lit: LitStr = input.parse()?;
                     on_lost = Some(match lit.value().as_str() {
-                        "abort" => OnLost::Abort,
-                        "continue" => OnLost::Continue,
+                        "abort" => "Abort",
+                        "continue" => "Continue",
                         other => {
                             return Err(syn::Error::new(
                                 lit.span(),
@@ -117,7 +111,7 @@ impl Parse for LockArgs {
             wait,
             watchdog,
             locker,
-            on_lost: on_lost.unwrap_or(OnLost::Abort),
+            on_lost: on_lost.unwrap_or("Abort"),
             krate,
         })
     }

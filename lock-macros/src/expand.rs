@@ -21,7 +21,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Member, Pat, ReturnType};
 
-use crate::args::{LockArgs, OnLost};
+use crate::args::LockArgs;
 use crate::template::Piece;
 
 /// The names a key template may start with.
@@ -199,10 +199,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         Some(w) => quote!(::core::option::Option::Some(#w)),
         None => quote!(::core::option::Option::None),
     };
-    let on_lost = match args.on_lost {
-        OnLost::Abort => quote!(Abort),
-        OnLost::Continue => quote!(Continue),
-    };
+    let on_lost = Ident::new(args.on_lost, Span::call_site());
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
@@ -218,7 +215,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                 ttl: #ttl,
                 wait: #wait,
                 watchdog: #watchdog,
-                on_lost: #krate::__private::OnLost::#on_lost,
+                on_lost: #krate::OnLost::#on_lost,
             };
             match #krate::__private::run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's, so `?`

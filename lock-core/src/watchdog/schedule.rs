@@ -42,12 +42,11 @@ pub(crate) struct Watchdogs {
 /// Due watchdog starts of one runtime, served by its runner task.
 pub(crate) struct Timetable {
     shards: Sharded<Table>,
-    /// A new entry became the earliest.
-    changed: Notify,
+    /// A new entry became the earliest, or the timetable is gone (shared
+    /// with the runner, which keeps no strong reference while it waits).
+    changed: Arc<Notify>,
     /// The runner task is alive (false once its runtime dropped it).
     running: AtomicBool,
-    /// The Locker is gone: the runner ends once the timetable is empty.
-    orphaned: AtomicBool,
 }
 
 #[derive(Default)]
@@ -88,19 +87,14 @@ pub(crate) struct Place {
     stamp: u64,
 }
 
-/// Which of its Locker's timetables an entry is in.
-pub(crate) enum Which {
-    /// The first runtime's (kept by the Locker, which the lease holds).
-    First,
-    Other(Weak<Timetable>),
-}
-
 /// Where one lease's watchdog stands (kept in the lease, so that starting
 /// one allocates nothing).
 #[derive(Default)]
 pub(crate) enum Control {
-    /// Waiting in a timetable at this place.
-    Scheduled(Which, Place),
+    /// Waiting in this timetable at this place. The timetable is kept
+    /// alive by its Locker and by the leases scheduled in it; its runner
+    /// ends when it is the last to keep it.
+    Scheduled(Arc<Timetable>, Place),
     /// Its task is running.
     Running(AbortHandle),
     #[default]
@@ -113,15 +107,8 @@ pub(crate) enum Control {
 pub(crate) fn stop(lease: &LeaseState) {
     let control = std::mem::take(&mut *lease.watchdog());
     match control {
-        Control::Scheduled(Which::First, place) => {
-            if let Some((_, timetable)) = lease.locker.inner.watchdogs.first.get() {
-                timetable.shard(place.shard).take(place);
-            }
-        }
-        Control::Scheduled(Which::Other(timetable), place) => {
-            if let Some(timetable) = timetable.upgrade() {
-                timetable.shard(place.shard).take(place);
-            }
+        Control::Scheduled(timetable, place) => {
+            timetable.shard(place.shard).take(place);
         }
         Control::Running(task) => task.abort(),
         Control::Stopped => {}
@@ -152,15 +139,10 @@ impl Watchdogs {
     pub(crate) fn start(&self, lease: Arc<LeaseState>, plan: Plan, sent: Instant, lead: Duration) {
         let due = sent + lead;
         let runtime = RuntimeHandle::current();
-        // The first runtime's timetable is borrowed: no count to change.
-        let other;
-        let (which, timetable): (Which, &Timetable) = match self.first.get() {
-            Some((id, timetable)) if *id == runtime.id() => (Which::First, timetable),
-            _ => {
-                let (which, timetable) = self.timetable(&runtime);
-                other = timetable;
-                (which, &other)
-            }
+        // The first runtime's timetable is found without a lock.
+        let timetable = match self.first.get() {
+            Some((id, timetable)) if *id == runtime.id() => Arc::clone(timetable),
+            _ => self.timetable(&runtime),
         };
         let shard = home_shard();
         // The lease's own lock is held across the entry, so that the
@@ -170,7 +152,7 @@ impl Watchdogs {
         let wake_runner = {
             let mut table = timetable.shard(shard);
             let place = table.put(shard, due, Arc::clone(&lease), plan);
-            *control = Control::Scheduled(which, place);
+            *control = Control::Scheduled(Arc::clone(&timetable), place);
             table.shortest_lead = Some(table.shortest_lead.map_or(lead, |l| l.min(lead)));
             let sooner = table.runner_wakes_at.is_none_or(|at| due < at);
             if sooner {
@@ -184,52 +166,31 @@ impl Watchdogs {
         }
     }
 
-    /// The timetable of `runtime` (the first one's is not among those
-    /// found here), with a live runner; made if there is none.
-    fn timetable(&self, runtime: &RuntimeHandle) -> (Which, Arc<Timetable>) {
+    /// The timetable of `runtime`, with a live runner; made if there is
+    /// none.
+    fn timetable(&self, runtime: &RuntimeHandle) -> Arc<Timetable> {
         let id = runtime.id();
         // The first timetable is set only under this lock.
         let mut others = self.others.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((first, timetable)) = self.first.get()
             && *first == id
         {
-            return (Which::First, Arc::clone(timetable));
+            return Arc::clone(timetable);
         }
         if let Some((_, timetable)) = others.iter().find(|(i, _)| *i == id) {
-            return (
-                Which::Other(Arc::downgrade(timetable)),
-                Arc::clone(timetable),
-            );
+            return Arc::clone(timetable);
         }
         // A new runtime: forget those that shut down (their runners went
         // with them) before adding it.
         others.retain(|(_, t)| t.running.load(Ordering::Acquire));
         let timetable = Arc::new(Timetable::new());
-        runtime.spawn(run(Arc::clone(&timetable)));
+        let changed = Arc::clone(&timetable.changed);
+        runtime.spawn(run(Arc::downgrade(&timetable), changed));
         if self.first.set((id, Arc::clone(&timetable))).is_ok() {
-            return (Which::First, timetable);
+            return timetable;
         }
         others.push((id, Arc::clone(&timetable)));
-        (Which::Other(Arc::downgrade(&timetable)), timetable)
-    }
-
-    /// Every timetable.
-    fn all(&self) -> Vec<Arc<Timetable>> {
-        let others = self.others.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = self.first.get().map(|(_, t)| Arc::clone(t));
-        first
-            .into_iter()
-            .chain(others.iter().map(|(_, t)| Arc::clone(t)))
-            .collect()
-    }
-}
-
-impl Drop for Watchdogs {
-    fn drop(&mut self) {
-        for timetable in self.all() {
-            timetable.orphaned.store(true, Ordering::Release);
-            timetable.changed.notify_one();
-        }
+        timetable
     }
 }
 
@@ -237,9 +198,8 @@ impl Timetable {
     fn new() -> Self {
         Timetable {
             shards: Default::default(),
-            changed: Notify::new(),
+            changed: Arc::new(Notify::new()),
             running: AtomicBool::new(true),
-            orphaned: AtomicBool::new(false),
         }
     }
 
@@ -280,7 +240,6 @@ impl Timetable {
         }
         let next = match earliest {
             Some(at) => Some(at),
-            None if self.orphaned.load(Ordering::Acquire) => None,
             None => shortest_lead.map(|lead| now + lead),
         };
         for shard in 0..SHARDS {
@@ -328,23 +287,36 @@ impl Table {
     }
 }
 
+impl Drop for Timetable {
+    fn drop(&mut self) {
+        // Its Locker and its last scheduled lease are gone: the runner ends.
+        self.changed.notify_one();
+    }
+}
+
 /// Marks the timetable dead when the runner is dropped (its runtime shut
 /// down), so the next lock on another runtime starts a new one.
-struct Running(Arc<Timetable>);
+struct Running(Weak<Timetable>);
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.running.store(false, Ordering::Release);
+        if let Some(timetable) = self.0.upgrade() {
+            timetable.running.store(false, Ordering::Release);
+        }
     }
 }
 
 /// The runner: starts each entry's watchdog task when it comes due; ends
-/// when its Locker is gone and nothing is left to start.
-async fn run(timetable: Arc<Timetable>) {
+/// when the timetable is gone (its Locker dropped, and no lease scheduled
+/// in it).
+async fn run(timetable: Weak<Timetable>, changed: Arc<Notify>) {
     let running = Running(timetable);
-    let timetable = &running.0;
     loop {
+        let Some(timetable) = running.0.upgrade() else {
+            return;
+        };
         let (due, next) = timetable.take_due();
+        drop(timetable);
         for entry in due {
             let lease = Arc::clone(&entry.lease);
             let mut control = lease.watchdog();
@@ -355,12 +327,11 @@ async fn run(timetable: Arc<Timetable>) {
             }
         }
         match next {
-            None if timetable.orphaned.load(Ordering::Acquire) => return,
-            None => timetable.changed.notified().await,
+            None => changed.notified().await,
             Some(at) => {
                 tokio::select! {
                     _ = sleep_until(at) => {}
-                    _ = timetable.changed.notified() => {}
+                    _ = changed.notified() => {}
                 }
             }
         }
@@ -374,6 +345,16 @@ mod tests {
     use std::time::Duration;
 
     impl Watchdogs {
+        /// Every timetable.
+        fn all(&self) -> Vec<Arc<Timetable>> {
+            let others = self.others.lock().unwrap_or_else(PoisonError::into_inner);
+            let first = self.first.get().map(|(_, t)| Arc::clone(t));
+            first
+                .into_iter()
+                .chain(others.iter().map(|(_, t)| Arc::clone(t)))
+                .collect()
+        }
+
         /// Entries waiting in every timetable.
         fn scheduled(&self) -> usize {
             let shards = |t: &Arc<Timetable>| (0..SHARDS).map(|s| t.shard(s).filled).sum::<usize>();
@@ -423,15 +404,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_runner_ends_with_its_locker() {
+    async fn dropping_the_locker_frees_its_timetable_and_ends_the_runner() {
         let locker = Locker::memory();
         drop(locker.lock("k").await.unwrap());
         let runners = locker.inner.watchdogs.runners();
         assert_eq!(runners.len(), 1);
+        let timetable = Arc::downgrade(&runners[0]);
+        drop(runners);
+        let held = locker.lock("held").await.unwrap();
         drop(locker);
-        while runners[0].running.load(Ordering::Acquire) {
-            tokio::task::yield_now().await;
-        }
+        // A guard still scheduled keeps it (and its watchdog start) alive.
+        assert!(timetable.upgrade().is_some());
+        drop(held);
+        assert!(timetable.upgrade().is_none(), "no cycle keeps it");
     }
 
     #[test]

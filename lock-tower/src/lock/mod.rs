@@ -26,16 +26,9 @@ pub use future::ResponseFuture;
 pub use layer::LockLayer;
 pub use service::LockService;
 
-/// What happens when the lease is lost while the handler runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnLost {
-    /// Drop the handler's future and answer with the lost-lease rejection
-    /// (503 / `UNAVAILABLE`). The default.
-    #[default]
-    Abort,
-    /// Let the handler finish; its fenced writes are still checked.
-    Continue,
-}
+/// What happens when the lease is lost while the handler runs (`Abort`,
+/// the default: the lost-lease rejection, 503 / `UNAVAILABLE`).
+pub use lock_core::OnLost;
 
 /// Per-layer lock settings (`None`: the Locker's default).
 #[derive(Debug, Clone, Copy, Default)]
