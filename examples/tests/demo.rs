@@ -46,7 +46,7 @@ fn check(stdout: &str, backend: &str) {
     assert!(stdout.contains("order 41: total 60"), "{stdout}");
     assert!(stdout.contains("order 42: total 60"), "{stdout}");
     assert!(
-        stdout.contains("as expected: lock `order:41` is held"),
+        stdout.contains("as expected: lock `order:41` is still held by another owner"),
         "{stdout}"
     );
 }

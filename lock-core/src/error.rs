@@ -33,11 +33,10 @@ const KEY_IN_MESSAGE: usize = 80;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// Another owner held the lock for the whole wait.
-    #[error(
-        "lock `{key}` is held by another owner and was not released within {waited:?}; \
-         retry later or allow a longer `.wait(..)`"
-    )]
+    /// Another owner held the lock for the whole wait. Retry later (a
+    /// layer answers `423` with `Retry-After` from `holder_expires_in`), or
+    /// allow a longer `.wait(..)`.
+    #[error("lock `{key}` is still held by another owner after waiting {waited:?}")]
     WaitTimeout {
         /// The user key.
         key: String,
@@ -50,11 +49,9 @@ pub enum LockError {
     },
 
     /// The lease ended while its holder still believed it held the lock.
-    #[error(
-        "the lease on lock `{key}` (token {token}) was lost: {reason}; stop the critical \
-         section and acquire again (writes fenced with token {token} are rejected once a \
-         newer token is seen)"
-    )]
+    /// Stop the critical section and acquire again: writes fenced with the
+    /// token are rejected once a newer token has been seen.
+    #[error("lease on lock `{key}` (token {token}) lost: {reason}")]
     Lost {
         /// The user key.
         key: String,
@@ -65,11 +62,10 @@ pub enum LockError {
     },
 
     /// The store could not be reached or did not answer in time, also after
-    /// the retries a broken connection gets (see [`StoreError`]).
-    #[error(
-        "lock store unavailable while {op} lock `{key}`: {source}; check that the server is \
-         up and reachable, and retry"
-    )]
+    /// the retries a broken connection gets. `source` says why, and whether
+    /// the request may have been applied ([`StoreError::outcome_unknown`]).
+    /// Check that the server is up and reachable, and retry.
+    #[error("lock store unavailable while {op} lock `{key}`")]
     Unavailable {
         /// The user key.
         key: String,
@@ -92,11 +88,9 @@ pub enum LockError {
     },
 
     /// The store URL names a scheme this build cannot connect with (such as
-    /// `rediss://`: lock-core is built without TLS). Not retried.
-    #[error(
-        "lock store URL scheme `{scheme}` is not supported by this build; use redis:// or \
-         redis+unix:// (for TLS, run a TLS tunnel such as stunnel to the server)"
-    )]
+    /// `rediss://`: lock-core is built without TLS; run a TLS tunnel such as
+    /// stunnel to the server). Not retried.
+    #[error("lock store URL scheme `{scheme}` is not supported; use redis:// or redis+unix://")]
     UnsupportedScheme {
         /// The scheme of the URL, such as `rediss`.
         scheme: String,
@@ -107,10 +101,7 @@ pub enum LockError {
 
     /// The store rejected the user name or password (Redis `WRONGPASS`).
     /// Not retried: fix the credentials.
-    #[error(
-        "the lock store rejected the user name or password: fix the credentials in the store \
-         URL (redis://user:password@host:port)"
-    )]
+    #[error("lock store rejected the user name or password in the store URL")]
     AuthenticationFailed {
         /// The store's error.
         #[source]
@@ -119,10 +110,7 @@ pub enum LockError {
 
     /// The store requires a password and none was given (Redis `NOAUTH`).
     /// Not retried: put the password in the URL.
-    #[error(
-        "the lock store requires a password and the store URL has none: add it \
-         (redis://:password@host:port, or redis://user:password@host:port for an ACL user)"
-    )]
+    #[error("lock store requires a password; add it to the store URL (redis://:password@host)")]
     PasswordRequired {
         /// The store's error.
         #[source]
@@ -138,8 +126,8 @@ pub enum LockError {
     /// +unsubscribe +ping` (and `+wait` with
     /// [`LockerBuilder::replicas`](crate::LockerBuilder::replicas)).
     #[error(
-        "the lock store's access rules deny a command, key or channel that lock `{key}` needs; \
-         grant the store user those listed in the docs of LockError::PermissionDenied"
+        "lock store's access rules deny a command, key or channel that lock `{key}` needs; \
+         grant those listed in the docs of LockError::PermissionDenied"
     )]
     PermissionDenied {
         /// The user key (`*` when found while connecting).
@@ -158,11 +146,9 @@ pub enum LockError {
         reason: String,
     },
 
-    /// A fenced write carried a token older than one already seen.
-    #[error(
-        "stale fencing token {token} for `{resource}`: token {newest} has already written \
-         there, so this holder's lease was lost; re-acquire the lock and redo the work"
-    )]
+    /// A fenced write carried a token older than one already seen: the
+    /// writer's lease was lost. Acquire the lock again and redo the work.
+    #[error("stale fencing token {token} for `{resource}`: token {newest} has written there")]
     StaleToken {
         /// The resource the write was for.
         resource: String,
@@ -172,12 +158,9 @@ pub enum LockError {
         newest: FencingToken,
     },
 
-    /// Too few replicas acknowledged the acquisition; the lock was released.
-    #[error(
-        "lock `{key}` was taken but only {confirmed} of {wanted} replicas confirmed it in time, \
-         so it was released (a failover could have forgotten it); retry, or lower the \
-         replica requirement"
-    )]
+    /// Too few replicas acknowledged the acquisition, so it was released (a
+    /// failover could have forgotten it). Retry, or lower the requirement.
+    #[error("lock `{key}` released: only {confirmed} of {wanted} replicas confirmed it in time")]
     ReplicasNotConfirmed {
         /// The user key.
         key: String,
@@ -187,11 +170,9 @@ pub enum LockError {
         confirmed: usize,
     },
 
-    /// Too many tasks of this process already wait for the key.
-    #[error(
-        "{limit} tasks of this process already wait for lock `{key}`; shed load or raise \
-         `LockerBuilder::max_waiters_per_key`"
-    )]
+    /// Too many tasks of this process already wait for the key. Shed load,
+    /// or raise `LockerBuilder::max_waiters_per_key`.
+    #[error("{limit} tasks of this process already wait for lock `{key}`")]
     TooManyWaiters {
         /// The user key.
         key: String,
@@ -202,8 +183,8 @@ pub enum LockError {
     /// A `#[distributed_lock]` without `locker = ...` ran before a Locker
     /// was installed.
     #[error(
-        "no Locker is installed for the locked function (lock `{key}`): call \
-         `lock_core::install(locker)` at start-up, or give the attribute `locker = <expr>`"
+        "no Locker installed for lock `{key}`: call `lock_core::install(locker)` at start-up, \
+         or give the attribute `locker = <expr>`"
     )]
     NotInstalled {
         /// The user key the function wanted.
@@ -437,13 +418,15 @@ impl StoreError {
     }
 }
 
+/// What happened to the request; why is its `source()`.
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.source, f)?;
-        if self.outcome_unknown {
-            f.write_str(" (the request may have been applied)")?;
-        }
-        Ok(())
+        f.write_str(match (&self.kind, self.outcome_unknown) {
+            (Kind::Refused(_), _) => "the store refused this client",
+            (_, true) => "store request failed; it may have been applied",
+            (Kind::Permanent, false) => "the store answered with an error",
+            (Kind::Transient, false) => "store request failed; it was not applied",
+        })
     }
 }
 
@@ -590,16 +573,88 @@ mod tests {
     }
 
     #[test]
-    fn messages_name_the_key_and_the_remedy() {
+    fn messages_name_the_key() {
         let err = LockError::WaitTimeout {
             key: "order:42".into(),
             waited: Duration::from_secs(5),
             holder_expires_in: None,
         };
         let msg = err.to_string();
-        assert!(
-            msg.contains("`order:42`") && msg.contains(".wait("),
-            "{msg}"
-        );
+        assert!(msg.contains("`order:42`") && msg.contains("5s"), "{msg}");
+    }
+
+    /// Each variant, its cause given as a store would.
+    fn every_variant() -> Vec<LockError> {
+        let key = || "order:42".to_owned();
+        let refused = |refusal| StoreError::refused(refusal, "what the store said");
+        let from_store = |err| LockError::from_store("order:42", Operation::Acquire, err);
+        let token = FencingToken::new(7);
+        vec![
+            LockError::WaitTimeout {
+                key: key(),
+                waited: Duration::from_secs(5),
+                holder_expires_in: None,
+            },
+            LockError::Lost {
+                key: key(),
+                token,
+                reason: LossReason::OwnerChanged,
+            },
+            from_store(StoreError::new("broken pipe", true)),
+            from_store(StoreError::new("connection refused", false)),
+            from_store(StoreError::timed_out(Duration::from_secs(2))),
+            from_store(StoreError::permanent("WRONGTYPE")),
+            from_store(refused(Refusal::InvalidUrl)),
+            from_store(refused(Refusal::UnsupportedScheme("rediss".into()))),
+            from_store(refused(Refusal::AuthenticationFailed)),
+            from_store(refused(Refusal::PasswordRequired)),
+            from_store(refused(Refusal::PermissionDenied)),
+            LockError::InvalidKey {
+                key: key(),
+                reason: "longer than 512 bytes".into(),
+            },
+            LockError::StaleToken {
+                resource: "balance:7".into(),
+                token,
+                newest: FencingToken::new(9),
+            },
+            LockError::ReplicasNotConfirmed {
+                key: key(),
+                wanted: 2,
+                confirmed: 1,
+            },
+            LockError::TooManyWaiters {
+                key: key(),
+                limit: 100,
+            },
+            LockError::NotInstalled { key: key() },
+            LockError::invalid_config("ttl", "10ms is shorter than the minimum of 30ms"),
+        ]
+    }
+
+    #[test]
+    fn no_text_repeats_along_an_error_chain() {
+        use std::error::Error as _;
+        for err in every_variant() {
+            let mut chain = vec![err.to_string()];
+            let mut source = err.source();
+            while let Some(cause) = source {
+                chain.push(cause.to_string());
+                source = cause.source();
+            }
+            for (i, text) in chain.iter().enumerate() {
+                assert!(!text.contains("REDIS_URL"), "{text}");
+                // Ours (the error and its StoreError) start in lowercase;
+                // what the store said is quoted as it came.
+                let first = text.chars().next().unwrap();
+                assert!(i >= 2 || !first.is_uppercase(), "not lowercase: {text}");
+                for later in &chain[i + 1..] {
+                    assert!(
+                        !text.contains(later.as_str()) && !later.contains(text.as_str()),
+                        "{text:?} and {later:?} repeat each other"
+                    );
+                }
+            }
+        }
     }
 }
