@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::{Arc, LazyLock};
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
 use crate::error::LockError;
 
 /// Longest accepted user key, in bytes.
@@ -59,7 +61,6 @@ impl StoredKeys {
     pub fn new(namespace: &str, user: &str) -> Result<Self, LockError> {
         validate(user)?;
         const SUFFIXES: [&str; 3] = [":lease", ":fence", ":released"];
-        let plain = user.bytes().all(is_plain);
         SCRATCH.with_borrow_mut(|names| {
             names.clear();
             names.push_str(user);
@@ -68,11 +69,8 @@ impl StoredKeys {
             let base_start = names.len();
             names.push_str(namespace);
             names.push_str(":{");
-            if plain {
-                names.push_str(user);
-            } else {
-                escape_into(names, user);
-            }
+            // A plain key goes in as one piece.
+            escape_into(names, user);
             names.push('}');
             let base = base_start..names.len();
             for (i, (end, suffix)) in ends[1..].iter_mut().zip(SUFFIXES).enumerate() {
@@ -194,27 +192,24 @@ pub(crate) fn validate_namespace(namespace: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-fn is_plain(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric()
-        || matches!(
-            byte,
-            b'-' | b'_' | b'.' | b':' | b'/' | b'@' | b'=' | b'+' | b',' | b';'
-        )
-}
+/// Bytes of a user key that are escaped (`%XX`) in stored names: all but
+/// ASCII letters, digits and `-_.:/@=+,;` (every non-ASCII byte is too).
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b':')
+    .remove(b'/')
+    .remove(b'@')
+    .remove(b'=')
+    .remove(b'+')
+    .remove(b',')
+    .remove(b';');
 
 /// Appends `user` to `out`, percent-escaping every byte that is not plain
 /// (including `%` itself).
 fn escape_into(out: &mut String, user: &str) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for byte in user.bytes() {
-        if is_plain(byte) {
-            out.push(byte as char);
-        } else {
-            out.push('%');
-            out.push(HEX[usize::from(byte >> 4)] as char);
-            out.push(HEX[usize::from(byte & 0xF)] as char);
-        }
-    }
+    out.extend(utf8_percent_encode(user, ESCAPED));
 }
 
 #[cfg(test)]

@@ -89,20 +89,9 @@ impl std::fmt::Debug for Owner {
 
 /// A fresh owner value.
 pub(crate) fn next() -> Owner {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    let mut rest = sequence();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
     let mut owner = *PREFIX;
-    // ASCII digits: the check cannot fail, and the prefix leaves room for 20.
-    let _ = owner.try_push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+    // The prefix leaves room for 20 digits: writing cannot fail.
+    let _ = write!(owner, "{}", sequence());
     Owner(owner)
 }
 

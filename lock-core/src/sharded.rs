@@ -3,6 +3,8 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crossbeam_utils::CachePadded;
+
 use crate::keys::StoredKeys;
 
 /// Shards per [`Sharded`].
@@ -10,19 +12,15 @@ pub(crate) const SHARDS: usize = 16;
 
 #[derive(Debug)]
 pub(crate) struct Sharded<T> {
-    shards: Box<[Padded<Mutex<T>>]>,
+    /// Each alone on its cache lines: threads working on neighbouring
+    /// shards do not pass a line back and forth.
+    shards: Box<[CachePadded<Mutex<T>>]>,
 }
-
-/// One shard alone on its cache lines: threads working on neighbouring
-/// shards do not pass a line back and forth.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded<T>(T);
 
 impl<T: Default> Default for Sharded<T> {
     fn default() -> Self {
         Sharded {
-            shards: (0..SHARDS).map(|_| Padded::default()).collect(),
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
         }
     }
 }
@@ -38,7 +36,6 @@ impl<T> Sharded<T> {
     /// panic (single inserts and removes), so a poisoned lock is still used.
     pub(crate) fn lock(&self, shard: usize) -> MutexGuard<'_, T> {
         self.shards[shard]
-            .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }

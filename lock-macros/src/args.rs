@@ -8,7 +8,6 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, Ident, LitBool, LitStr, Path, Token};
 
-use crate::duration;
 use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
@@ -29,7 +28,13 @@ pub(crate) struct LockArgs {
 
 fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Result<Duration> {
     let lit: LitStr = input.parse()?;
-    let value = duration::parse(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
+    let value = humantime::parse_duration(&lit.value()).map_err(|err| {
+        let message = format!(
+            "`{name} = {:?}` is not a duration ({err}); write e.g. \"500ms\", \"30s\", \"2m\" or \"1m30s\"",
+            lit.value()
+        );
+        syn::Error::new(lit.span(), message)
+    })?;
     if value.is_zero() && !zero_ok {
         return Err(syn::Error::new(
             lit.span(),

@@ -17,7 +17,6 @@
 //! [`macro@distributed_lock`].
 
 mod args;
-mod duration;
 mod expand;
 mod template;
 

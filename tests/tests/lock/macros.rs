@@ -299,6 +299,16 @@ async fn patterns(
     Ok(pair.1 + first)
 }
 
+#[distributed_lock(key = "long:<id>", ttl = "1m30s", wait = "1s", locker = locker)]
+async fn long_lease(locker: &Locker, id: u8) -> Result<u8, LockError> {
+    Ok(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compound_durations_are_accepted() {
+    assert_eq!(long_lease(&Locker::memory(), 7).await.unwrap(), 7);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trait_impls_generics_and_patterns() {
     let locker = Locker::memory();
