@@ -1,8 +1,8 @@
 //! Lock keys from requests: [`KeyExtractor`] and the built-in [`KeyFrom`].
 //!
-//! An extractor returns `None` to let a request pass through unlocked,
-//! `Some(Ok(key))` to lock `key`, or `Some(Err(reason))` when the request
-//! names its resource badly (the layer answers 400 / `INVALID_ARGUMENT`).
+//! An extractor says what to do with a request: a [`Key`] to lock, pass it
+//! through unlocked, or refuse it because it names its resource badly (the
+//! layer answers 400 / `INVALID_ARGUMENT`).
 //! Values taken from a request are percent-decoded, must be UTF-8 and at
 //! most [`MAX_VALUE_LEN`] bytes; the whole key then goes through
 //! lock-core's validation and escaping.
@@ -19,22 +19,44 @@ use smallvec::SmallVec;
 /// Longest value taken from one path segment, header or query parameter.
 pub const MAX_VALUE_LEN: usize = 256;
 
-/// Derives an optional lock key from a request.
+/// What a [`KeyExtractor`] found in a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key {
+    /// No lock: pass the request through.
+    Pass,
+    /// Lock this key.
+    Lock(String),
+    /// The request names its resource badly, for this reason: refuse it.
+    Invalid(String),
+}
+
+impl Key {
+    /// `None`: pass; `Some(Ok(key))`: lock; `Some(Err(reason))`: invalid.
+    fn from_found(found: Option<Result<String, String>>) -> Self {
+        match found {
+            None => Key::Pass,
+            Some(Ok(key)) => Key::Lock(key),
+            Some(Err(reason)) => Key::Invalid(reason),
+        }
+    }
+}
+
+/// Derives the lock key of a request.
 ///
 /// Implemented by [`KeyFrom`] and by any
-/// `Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static`.
+/// `Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static`
+/// (`None` passes the request through).
 pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
-    /// `None`: no lock; `Some(Ok(key))`: lock `key`; `Some(Err(reason))`:
-    /// reject the request as invalid.
-    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>>;
+    /// What to do with `request`.
+    fn extract(&self, request: &Request<B>) -> Key;
 }
 
 impl<B, F> KeyExtractor<B> for F
 where
     F: Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static,
 {
-    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>> {
-        self(request).map(Ok)
+    fn extract(&self, request: &Request<B>) -> Key {
+        self(request).map_or(Key::Pass, Key::Lock)
     }
 }
 
@@ -174,7 +196,15 @@ fn bounded(what: &str, value: String) -> Result<String, String> {
 }
 
 impl<B> KeyExtractor<B> for KeyFrom {
-    fn extract(&self, request: &Request<B>) -> Option<Result<String, String>> {
+    fn extract(&self, request: &Request<B>) -> Key {
+        Key::from_found(self.find(request))
+    }
+}
+
+impl KeyFrom {
+    /// `None` when the request has no value where this extractor looks;
+    /// else the key, or why the value is unusable.
+    fn find<B>(&self, request: &Request<B>) -> Option<Result<String, String>> {
         let key = match &*self.source {
             Source::Path(template) => template.key_for(request.uri().path())?,
             Source::Header(name) => {
@@ -356,21 +386,24 @@ mod tests {
         let k = KeyFrom::path("/orders/{id}/pay", "order:<id>");
         assert_eq!(
             k.extract(&get("/orders/42/pay")),
-            Some(Ok("order:42".into()))
+            Key::Lock("order:42".into())
         );
         assert_eq!(
             k.extract(&get("/orders/42/pay?x=1")),
-            Some(Ok("order:42".into()))
+            Key::Lock("order:42".into())
         );
-        assert_eq!(k.extract(&get("/orders/42")), None);
-        assert_eq!(k.extract(&get("/orders/42/refund")), None);
+        assert_eq!(k.extract(&get("/orders/42")), Key::Pass);
+        assert_eq!(k.extract(&get("/orders/42/refund")), Key::Pass);
         assert_eq!(
             k.extract(&get("/orders/a%7Bb%7D/pay")),
-            Some(Ok("order:a{b}".into()))
+            Key::Lock("order:a{b}".into())
         );
-        assert!(matches!(k.extract(&get("/orders/%FF/pay")), Some(Err(_))));
+        assert!(matches!(
+            k.extract(&get("/orders/%FF/pay")),
+            Key::Invalid(_)
+        ));
         let long = format!("/orders/{}/pay", "9".repeat(MAX_VALUE_LEN + 1));
-        assert!(matches!(k.extract(&get(&long)), Some(Err(reason)) if reason.contains("limit")));
+        assert!(matches!(k.extract(&get(&long)), Key::Invalid(reason) if reason.contains("limit")));
     }
 
     #[test]
@@ -389,8 +422,8 @@ mod tests {
             .header("x-order-id", "7")
             .body(())
             .unwrap();
-        assert_eq!(h.extract(&req), Some(Ok("order:7".into())));
-        assert_eq!(h.extract(&get("/")), None);
+        assert_eq!(h.extract(&req), Key::Lock("order:7".into()));
+        assert_eq!(h.extract(&get("/")), Key::Pass);
         let bad = Request::builder()
             .header(
                 "x-order-id",
@@ -398,14 +431,14 @@ mod tests {
             )
             .body(())
             .unwrap();
-        assert!(matches!(h.extract(&bad), Some(Err(_))));
+        assert!(matches!(h.extract(&bad), Key::Invalid(_)));
         let q = KeyFrom::query("account");
         assert_eq!(
             q.extract(&get("/x?account=a%20b&y=1")),
-            Some(Ok("a b".into()))
+            Key::Lock("a b".into())
         );
-        assert_eq!(q.extract(&get("/x?y=1")), None);
-        assert!(matches!(q.extract(&get("/x?account=")), Some(Err(_))));
+        assert_eq!(q.extract(&get("/x?y=1")), Key::Pass);
+        assert!(matches!(q.extract(&get("/x?account=")), Key::Invalid(_)));
     }
 
     #[test]
@@ -416,6 +449,6 @@ mod tests {
                 .strip_prefix("/jobs/")
                 .map(|id| format!("job:{id}"))
         };
-        assert_eq!(f.extract(&get("/jobs/9")), Some(Ok("job:9".into())));
+        assert_eq!(f.extract(&get("/jobs/9")), Key::Lock("job:9".into()));
     }
 }

@@ -21,7 +21,7 @@ use http_body::Body;
 use lock_core::FencingToken;
 use tower::{Layer, Service};
 
-use crate::extract::KeyExtractor;
+use crate::extract::{Key, KeyExtractor};
 use crate::lock::{LockBody, ResponseFuture};
 use crate::propagate::fencing_token;
 
@@ -143,9 +143,9 @@ where
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
         let resource = match self.extractor.extract(&request) {
-            None => return ResponseFuture::passthrough(self.inner.call(request)),
-            Some(Ok(resource)) => resource,
-            Some(Err(reason)) => {
+            Key::Pass => return ResponseFuture::passthrough(self.inner.call(request)),
+            Key::Lock(resource) => resource,
+            Key::Invalid(reason) => {
                 return ResponseFuture::ready(answer(
                     StatusCode::BAD_REQUEST,
                     format!("cannot tell the resource of this request: {reason}"),

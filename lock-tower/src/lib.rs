@@ -48,7 +48,7 @@ pub mod rejection;
 
 #[cfg(feature = "axum")]
 pub use axum::FencingHeader;
-pub use extract::{KeyExtractor, KeyFrom};
+pub use extract::{Key, KeyExtractor, KeyFrom};
 pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens};
 pub use lock::{LockBody, LockLayer, LockService, OnLost, ResponseFuture};
 pub use lock_core::FencingToken;
@@ -56,4 +56,4 @@ pub use propagate::{
     FENCING_TOKEN_HEADER, InvalidFencingToken, PropagateFencingToken, PropagateFencingTokenLayer,
     fencing_token,
 };
-pub use rejection::{DefaultRejection, Reject, Rejection};
+pub use rejection::{DefaultRejection, Protocol, Reject, Rejection};

@@ -119,23 +119,44 @@ impl Rejection {
     }
 }
 
-/// Turns a [`Rejection`] into a response. `grpc` is true for gRPC requests
-/// (`content-type: application/grpc*`), which must be answered in gRPC's
-/// terms (HTTP 200 with `grpc-status`).
+/// The protocol a request speaks, so that it is answered in its terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Protocol {
+    /// Plain HTTP: a status code and a text body.
+    Http,
+    /// gRPC (`content-type: application/grpc*`): HTTP 200 with a
+    /// `grpc-status` in its headers.
+    Grpc,
+}
+
+impl Protocol {
+    /// The protocol of `request`, from its `content-type`.
+    pub fn of<B>(request: &http::Request<B>) -> Self {
+        let content_type = request.headers().get(CONTENT_TYPE);
+        let grpc = content_type
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/grpc"));
+        if grpc { Protocol::Grpc } else { Protocol::Http }
+    }
+}
+
+/// Turns a [`Rejection`] into a response, in the terms of the request's
+/// [`Protocol`].
 ///
-/// Any `Fn(Rejection, bool) -> Response<Bytes> + Clone + Send + Sync +
+/// Any `Fn(Rejection, Protocol) -> Response<Bytes> + Clone + Send + Sync +
 /// 'static` is a `Reject`.
 pub trait Reject: Clone + Send + Sync + 'static {
     /// The answer to send.
-    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes>;
+    fn reject(&self, rejection: Rejection, protocol: Protocol) -> Response<Bytes>;
 }
 
 impl<F> Reject for F
 where
-    F: Fn(Rejection, bool) -> Response<Bytes> + Clone + Send + Sync + 'static,
+    F: Fn(Rejection, Protocol) -> Response<Bytes> + Clone + Send + Sync + 'static,
 {
-    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes> {
-        self(rejection, grpc)
+    fn reject(&self, rejection: Rejection, protocol: Protocol) -> Response<Bytes> {
+        self(rejection, protocol)
     }
 }
 
@@ -150,9 +171,9 @@ pub struct DefaultRejection;
 const GRPC_MESSAGE: &AsciiSet = &CONTROLS.add(b'%').add(b' ').add(b'"').add(b'`');
 
 impl Reject for DefaultRejection {
-    fn reject(&self, rejection: Rejection, grpc: bool) -> Response<Bytes> {
+    fn reject(&self, rejection: Rejection, protocol: Protocol) -> Response<Bytes> {
         let message = rejection.message();
-        if grpc {
+        if protocol == Protocol::Grpc {
             return grpc_rejection(rejection.grpc_code(), &message);
         }
         let mut response = Response::new(Bytes::from(format!("{message}\n")));
@@ -192,7 +213,7 @@ mod tests {
             key: "order:1".into(),
             retry_after: Duration::from_millis(2500),
         };
-        let response = DefaultRejection.reject(r, false);
+        let response = DefaultRejection.reject(r, Protocol::Http);
         assert_eq!(response.status(), StatusCode::LOCKED);
         assert_eq!(response.headers()[RETRY_AFTER], "3");
     }
@@ -202,7 +223,7 @@ mod tests {
         let r = Rejection::InvalidKey {
             reason: "empty \"x\"".into(),
         };
-        let response = DefaultRejection.reject(r, true);
+        let response = DefaultRejection.reject(r, Protocol::Grpc);
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(response.headers()["grpc-status"], "3");
         assert!(

@@ -8,7 +8,7 @@ use pin_project::pin_project;
 use tower::Service;
 
 use super::{LockBody, OnLost};
-use crate::rejection::{DefaultRejection, Reject, Rejection};
+use crate::rejection::{DefaultRejection, Protocol, Reject, Rejection};
 
 type Lost = Pin<Box<dyn Future<Output = LockError> + Send>>;
 
@@ -70,12 +70,14 @@ struct Call<S, ReqB, R> {
 pub(crate) struct Answer<R> {
     pub(crate) key: String,
     pub(crate) reject: R,
-    pub(crate) grpc: bool,
+    pub(crate) protocol: Protocol,
 }
 
 impl<R: Reject> Answer<R> {
     fn reject<B>(self, rejection: Rejection) -> Response<LockBody<B>> {
-        self.reject.reject(rejection, self.grpc).map(LockBody::full)
+        self.reject
+            .reject(rejection, self.protocol)
+            .map(LockBody::full)
     }
 }
 

@@ -10,8 +10,8 @@ use tower::Service;
 
 use super::future::{Answer, ResponseFuture};
 use super::{LockBody, Settings};
-use crate::extract::KeyExtractor;
-use crate::rejection::{Reject, Rejection};
+use crate::extract::{Key, KeyExtractor};
+use crate::rejection::{Protocol, Reject, Rejection};
 
 /// The service [`LockLayer`](super::LockLayer) wraps around `S`.
 #[derive(Debug, Clone)]
@@ -46,14 +46,6 @@ impl<S, K, R> LockService<S, K, R> {
     }
 }
 
-fn is_grpc<B>(request: &Request<B>) -> bool {
-    request
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"))
-}
-
 impl<S, K, R, ReqB, ResB> Service<Request<ReqB>> for LockService<S, K, R>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
@@ -70,12 +62,14 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let grpc = is_grpc(&request);
+        let protocol = Protocol::of(&request);
         let key = match self.extractor.extract(&request) {
-            None => return ResponseFuture::passthrough(self.inner.call(request)),
-            Some(Ok(key)) => key,
-            Some(Err(reason)) => {
-                let answer = self.reject.reject(Rejection::InvalidKey { reason }, grpc);
+            Key::Pass => return ResponseFuture::passthrough(self.inner.call(request)),
+            Key::Lock(key) => key,
+            Key::Invalid(reason) => {
+                let answer = self
+                    .reject
+                    .reject(Rejection::InvalidKey { reason }, protocol);
                 return ResponseFuture::ready(answer.map(LockBody::full));
             }
         };
@@ -89,7 +83,7 @@ where
         let answer = Answer {
             key,
             reject: self.reject.clone(),
-            grpc,
+            protocol,
         };
         let on_lost = self.settings.on_lost;
         // A lock to be had at once (an uncontended one on an in-process
