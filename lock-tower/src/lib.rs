@@ -50,7 +50,7 @@ pub mod rejection;
 pub use axum::FencingHeader;
 pub use extract::{Key, KeyExtractor, KeyFrom};
 pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens};
-pub use lock::{LockBody, LockLayer, LockService, OnLost, ResponseFuture};
+pub use lock::{LockLayer, LockService, OnLost};
 pub use lock_core::FencingToken;
 pub use propagate::{
     FENCING_TOKEN_HEADER, InvalidFencingToken, PropagateFencingToken, PropagateFencingTokenLayer,

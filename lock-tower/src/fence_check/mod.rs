@@ -10,20 +10,19 @@
 //! (one entry per resource); replicas of a downstream service each keep
 //! their own, which is why the store-level fence is the one to rely on.
 
+mod body;
+mod future;
+mod service;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{Request, Response, StatusCode};
-use http_body::Body;
 use lock_core::FencingToken;
-use tower::{Layer, Service};
+use tower::Layer;
 
-use crate::extract::{Key, KeyExtractor};
-use crate::lock::{LockBody, ResponseFuture};
-use crate::propagate::fencing_token;
+pub use self::body::ResponseBody;
+pub use self::future::ResponseFuture;
+pub use self::service::FenceCheck;
 
 /// Newest token seen per resource, shared by clones.
 #[derive(Debug, Clone, Default)]
@@ -106,75 +105,5 @@ impl<S, K: Clone> Layer<S> for FenceCheckLayer<K> {
             extractor: self.extractor.clone(),
             newest: self.newest.clone(),
         }
-    }
-}
-
-/// The service of [`FenceCheckLayer`].
-#[derive(Debug, Clone)]
-pub struct FenceCheck<S, K> {
-    inner: S,
-    extractor: K,
-    newest: NewestTokens,
-}
-
-fn answer<B>(status: StatusCode, message: String) -> Response<LockBody<B>> {
-    let mut response = Response::new(LockBody::full(Bytes::from(format!("{message}\n"))));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
-impl<S, K, ReqB, ResB> Service<Request<ReqB>> for FenceCheck<S, K>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-    K: KeyExtractor<ReqB>,
-    ResB: Body<Data = Bytes>,
-{
-    type Response = Response<LockBody<ResB>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, ReqB, ResB>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        let resource = match self.extractor.extract(&request) {
-            Key::Pass => return ResponseFuture::passthrough(self.inner.call(request)),
-            Key::Lock(resource) => resource,
-            Key::Invalid(reason) => {
-                return ResponseFuture::ready(answer(
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot tell the resource of this request: {reason}"),
-                ));
-            }
-        };
-        let token = match fencing_token(request.headers()) {
-            Ok(Some(token)) => token,
-            Ok(None) => {
-                return ResponseFuture::ready(answer(
-                    StatusCode::PRECONDITION_REQUIRED,
-                    format!("writes to `{resource}` must carry a `fencing-token` header"),
-                ));
-            }
-            Err(err) => {
-                return ResponseFuture::ready(answer(StatusCode::BAD_REQUEST, err.to_string()));
-            }
-        };
-        if let Err(newest) = self.newest.observe(&resource, token) {
-            tracing::debug!(%resource, %token, %newest, "stale fencing token rejected");
-            return ResponseFuture::ready(answer(
-                StatusCode::CONFLICT,
-                format!(
-                    "fencing token {token} for `{resource}` is older than {newest}, which has \
-                     already written: the writer's lock was lost; re-acquire and retry"
-                ),
-            ));
-        }
-        request.extensions_mut().insert(token);
-        ResponseFuture::passthrough(self.inner.call(request))
     }
 }
