@@ -17,14 +17,14 @@ use crate::backend::Attempt;
 use crate::error::{LockError, Operation, StoreError};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{HeldSlot, LeaseParts, LeaseState, Status, deadline_after};
+use crate::lease::{HeldTurn, LeaseParts, LeaseState, Status, deadline_after};
+use crate::line::{NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::retry::Outage;
 use crate::subscription::Subscription;
 use crate::token::FencingToken;
 use crate::undo::UndoOnDrop;
-use crate::waiting::{LocalSlot, NoSlot};
 use crate::{scope, telemetry, watchdog};
 
 /// A request whose key has been checked: what every step works on.
@@ -48,7 +48,7 @@ pub(crate) enum Next {
 
 /// An acquisition at the head of its local line.
 pub(crate) struct Head {
-    slot: LocalSlot,
+    turn: Turn,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// What the store already answered, if it was asked.
@@ -59,7 +59,7 @@ pub(crate) struct Head {
 struct Grant {
     owner: Owner,
     token: FencingToken,
-    slot: HeldSlot,
+    turn: HeldTurn,
     /// When the request that took it was sent: the lease counts from here.
     sent: Instant,
 }
@@ -79,7 +79,7 @@ impl Acquisition {
         if !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
             return Next::Line(self);
         }
-        let Ok(entered) = inner.queues.try_enter(&self.keys) else {
+        let Ok(first) = inner.lines.try_enter(&self.keys) else {
             return Next::Line(self);
         };
         let started = Instant::now();
@@ -91,14 +91,14 @@ impl Acquisition {
             .ok();
         let answered = match answer {
             Some(Ok(Attempt::Acquired(token))) => {
-                entered.into_lease();
+                first.into_lease();
                 tracing::debug!(key = %self.keys.user(), %token, "lock acquired");
                 telemetry::acquired_at_once();
-                let slot = HeldSlot::InLine;
+                let turn = HeldTurn::InLine;
                 let grant = Grant {
                     owner,
                     token,
-                    slot,
+                    turn,
                     sent: started,
                 };
                 return Next::Done(Ok(self.hold(grant)));
@@ -108,11 +108,11 @@ impl Acquisition {
             // error): the general path asks again.
             _ => None,
         };
-        let slot = entered.owned();
+        let turn = first.owned();
         Next::Head(
             self,
             Head {
-                slot,
+                turn,
                 started,
                 answered,
             },
@@ -129,40 +129,40 @@ impl Acquisition {
         })
     }
 
-    /// Takes the local slot for the key (waiting in line if another task
+    /// Takes its turn in the local line for the key (waiting if another task
     /// of this process has it), then works the store.
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let started = Instant::now();
-        let slot = match inner.queues.try_enter(&self.keys) {
-            Ok(entered) => Ok(entered.owned()),
-            Err(NoSlot::Busy) if !self.wait.is_zero() => {
+        let turn = match inner.lines.try_enter(&self.keys) {
+            Ok(first) => Ok(first.owned()),
+            Err(NoTurn::Busy) if !self.wait.is_zero() => {
                 // Waiting in line is the cold path: boxed, so that the
                 // future of an uncontended lock stays small.
-                Box::pin(inner.queues.enter(&self.keys, started + self.wait)).await
+                Box::pin(inner.lines.enter(&self.keys, started + self.wait)).await
             }
             Err(no) => Err(no),
         };
-        let slot = slot.map_err(|no| match no {
-            NoSlot::Busy | NoSlot::TimedOut => self.timeout_error(started, None),
-            NoSlot::Full => LockError::TooManyWaiters {
+        let turn = turn.map_err(|no| match no {
+            NoTurn::Busy | NoTurn::TimedOut => self.timeout_error(started, None),
+            NoTurn::Full => LockError::TooManyWaiters {
                 key: LockError::shown(self.keys.user()),
                 limit: inner.config.max_waiters_per_key,
             },
         })?;
         let head = Head {
-            slot,
+            turn,
             started,
             answered: None,
         };
         self.contend(head).await
     }
 
-    /// Holds the local slot and works the store until the lease is ours or
+    /// Holds its turn in the local line and works the store until the lease is ours or
     /// the deadline passes.
     pub(crate) async fn contend(self, head: Head) -> Result<LockGuard, LockError> {
         let Head {
-            slot,
+            turn,
             started,
             mut answered,
         } = head;
@@ -206,11 +206,11 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let slot = HeldSlot::Owned(slot);
+                    let turn = HeldTurn::Owned(turn);
                     let guard = self.hold(Grant {
                         owner,
                         token,
-                        slot,
+                        turn,
                         sent,
                     });
                     // From here a dropped future drops the guard, which releases.
@@ -256,7 +256,7 @@ impl Acquisition {
         let Grant {
             owner,
             token,
-            slot,
+            turn,
             sent,
         } = grant;
         let ttl = self.ttl;
@@ -267,14 +267,14 @@ impl Acquisition {
         let inner = &self.locker.inner;
         let lease = LeaseState::new(LeaseParts {
             backend: Arc::clone(&inner.backend),
-            lines: Arc::clone(&inner.queues),
+            lines: Arc::clone(&inner.lines),
             locker_id: inner.id,
             keys: self.keys.clone(),
             owner,
             token,
             ttl,
             deadline: deadline_after(sent, ttl),
-            slot,
+            turn,
         });
         self.locker
             .inner

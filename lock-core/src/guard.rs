@@ -183,7 +183,7 @@ impl LockGuard {
         let locally_lost = lease.end();
         let outcome = lease.release_in_store().await;
         *released = true;
-        lease.free_slot();
+        lease.pass_turn();
         match (locally_lost, outcome) {
             (Some(reason), _) => Err(lease.lost_error(reason)),
             (None, Ok(true)) => Ok(()),
@@ -210,8 +210,8 @@ impl Drop for LockGuard {
     }
 }
 
-/// Releases `lease` on the current runtime, keeping its local slot until
-/// the store has answered; without a runtime the slot is freed now and the
+/// Releases `lease` on the current runtime, keeping its local turn until
+/// the store has answered; without a runtime the turn is freed now and the
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();
@@ -225,14 +225,14 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
                 tracing::warn!(key = %lease.keys.user(), "the store did not answer in place; the lease ends at its TTL")
             }
         }
-        lease.free_slot();
+        lease.pass_turn();
         return;
     }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             let mut release = Box::pin(async move {
                 let _ = lease.release_in_store().await;
-                lease.free_slot();
+                lease.pass_turn();
             });
             // One poll here sends the request at once and, on a store that
             // answers in place (memory), finishes without a task. A spawned
@@ -245,7 +245,7 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
         }
         Err(_) => {
             tracing::warn!(key = %lease.keys.user(), "guard dropped outside a Tokio runtime; the lease ends at its TTL");
-            lease.free_slot();
+            lease.pass_turn();
         }
     }
 }

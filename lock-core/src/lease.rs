@@ -1,6 +1,6 @@
 //! One acquisition's lease: [`LeaseState`], shared by its guard, its
 //! watchdog and the task-local scope (deadline, loss signal, the
-//! process-local slot, and what it needs of its Locker: the store, the
+//! process-local turn, and what it needs of its Locker: the store, the
 //! local lines and a watchdog handle), and [`Lease`], the public view of it.
 
 use std::fmt;
@@ -14,10 +14,10 @@ use tokio::time::Instant;
 use crate::backend::Backend;
 use crate::error::{LockError, LossReason, StoreError};
 use crate::keys::StoredKeys;
+use crate::line::{Lines, Turn};
 use crate::owner::Owner;
 use crate::retry;
 use crate::token::FencingToken;
-use crate::waiting::{LocalQueues, LocalSlot};
 use crate::watchdog::Control;
 
 /// Where a lease stands.
@@ -31,8 +31,8 @@ pub(crate) enum Status {
 pub(crate) struct LeaseState {
     /// The store the lease is in.
     backend: Arc<dyn Backend>,
-    /// The local lines of the Locker that took it (its slot is in one).
-    lines: Arc<LocalQueues>,
+    /// The local lines of the Locker that took it (its turn is in one).
+    lines: Arc<Lines>,
     /// Which Locker took it (a task's scope is reentrant per Locker).
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
@@ -43,15 +43,15 @@ pub(crate) struct LeaseState {
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
-    slot: Mutex<Option<HeldSlot>>,
+    turn: Mutex<Option<HeldTurn>>,
     watchdog: Mutex<Control>,
 }
 
-/// How a lease holds its process-local slot.
-pub(crate) enum HeldSlot {
-    /// A slot that waited or contended on its own.
-    Owned(LocalSlot),
-    /// The slot of the lease's keys in its Locker's lines, freed through
+/// How a lease holds its process-local turn.
+pub(crate) enum HeldTurn {
+    /// A turn that waited or contended on its own.
+    Owned(Turn),
+    /// The turn of the lease's keys in its Locker's lines, freed through
     /// the lines (no reference of its own to keep).
     InLine,
 }
@@ -70,14 +70,14 @@ pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
 /// What a new lease is made of.
 pub(crate) struct LeaseParts {
     pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) lines: Arc<LocalQueues>,
+    pub(crate) lines: Arc<Lines>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
     pub(crate) deadline: Instant,
-    pub(crate) slot: HeldSlot,
+    pub(crate) turn: HeldTurn,
 }
 
 impl LeaseState {
@@ -93,7 +93,7 @@ impl LeaseState {
             deadline: Mutex::new(parts.deadline),
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
-            slot: Mutex::new(Some(parts.slot)),
+            turn: Mutex::new(Some(parts.turn)),
             watchdog: Mutex::new(Control::Stopped),
         })
     }
@@ -137,13 +137,13 @@ impl LeaseState {
     }
 
     /// Records the loss once, tells every `lost()` waiter, and frees the
-    /// process-local slot (another task may now contend at the store).
+    /// process-local turn (another task may now contend at the store).
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(Status::Lost(reason)) {
             self.loss.notify_waiters();
             tracing::warn!(key = %self.keys.user(), token = %self.token, %reason, "lock lease lost");
             crate::telemetry::lost(reason);
-            self.free_slot();
+            self.pass_turn();
         }
     }
 
@@ -218,15 +218,15 @@ impl LeaseState {
         held
     }
 
-    pub(crate) fn free_slot(&self) {
-        let slot = self
-            .slot
+    pub(crate) fn pass_turn(&self) {
+        let turn = self
+            .turn
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        match slot {
-            Some(HeldSlot::Owned(slot)) => drop(slot),
-            Some(HeldSlot::InLine) => self.lines.leave(&self.keys),
+        match turn {
+            Some(HeldTurn::Owned(turn)) => drop(turn),
+            Some(HeldTurn::InLine) => self.lines.leave(&self.keys),
             None => {}
         }
     }

@@ -99,6 +99,7 @@ mod global;
 mod guard;
 mod keys;
 mod lease;
+mod line;
 mod locker;
 mod owner;
 mod request;
@@ -109,7 +110,6 @@ mod subscription;
 mod telemetry;
 mod token;
 mod undo;
-mod waiting;
 mod watchdog;
 
 pub use backend::Backend;

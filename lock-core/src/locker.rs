@@ -9,8 +9,8 @@ use crate::LockGuard;
 use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::{StoredKeys, validate_namespace};
+use crate::line::Lines;
 use crate::request::LockRequest;
-use crate::waiting::LocalQueues;
 use crate::watchdog::Watchdogs;
 
 /// Default lease length.
@@ -57,7 +57,7 @@ pub(crate) struct LockerInner {
     pub(crate) id: u64,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
-    pub(crate) queues: Arc<LocalQueues>,
+    pub(crate) lines: Arc<Lines>,
     pub(crate) watchdogs: Watchdogs,
 }
 
@@ -122,7 +122,7 @@ impl Locker {
         Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
-                queues: LocalQueues::new(config.max_waiters_per_key),
+                lines: Lines::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
                 backend,
                 config,
@@ -185,14 +185,14 @@ impl Locker {
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
         match StoredKeys::new(&self.inner.config.namespace, key) {
-            Ok(keys) => self.inner.queues.waiting(&keys),
+            Ok(keys) => self.inner.lines.waiting(&keys),
             Err(_) => 0,
         }
     }
 
     /// Number of keys this Locker currently holds or waits for.
     pub fn local_lines(&self) -> usize {
-        self.inner.queues.open_lines()
+        self.inner.lines.open_lines()
     }
 }
 
