@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Attempt;
-use crate::error::{LockError, Operation, StoreError};
+use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::{HeldTurn, LeaseParts, LeaseState, Status, deadline_after};
@@ -22,6 +22,7 @@ use crate::line::{NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::retry::Outage;
+use crate::store_error::StoreError;
 use crate::subscription::Subscription;
 use crate::token::FencingToken;
 use crate::undo::UndoOnDrop;

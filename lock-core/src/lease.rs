@@ -12,11 +12,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
-use crate::error::{LockError, LossReason, StoreError};
+use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
 use crate::line::{Lines, Turn};
 use crate::owner::Owner;
 use crate::retry;
+use crate::store_error::StoreError;
 use crate::token::FencingToken;
 use crate::watchdog::Control;
 

@@ -106,6 +106,7 @@ mod request;
 mod retry;
 mod scope;
 mod sharded;
+mod store_error;
 mod subscription;
 mod telemetry;
 mod token;
@@ -113,7 +114,7 @@ mod undo;
 mod watchdog;
 
 pub use backend::Backend;
-pub use error::{LockError, LossReason, Operation, Refusal, StoreError};
+pub use error::{LockError, LossReason, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
@@ -127,4 +128,5 @@ pub use locker::{
 };
 pub use request::LockRequest;
 pub use scope::Scoped;
+pub use store_error::{Refusal, StoreError};
 pub use token::FencingToken;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::Backend;
-use crate::error::StoreError;
 use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
 
 /// Pauses that double from a first one up to a longest.
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
-use crate::error::StoreError;
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
 use crate::sharded::Sharded;
+use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Leases kept in this process.

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::error::StoreError;
 use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 pub mod memory;

@@ -25,7 +25,8 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::stale;
-use crate::error::{LockError, Operation, StoreError};
+use crate::error::{LockError, Operation};
+use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Fenced updates of one table, keyed by one column.

@@ -6,7 +6,8 @@ use redis::aio::ConnectionLike;
 use redis::{Script, Value};
 
 use super::stale;
-use crate::error::{LockError, Operation, StoreError};
+use crate::error::{LockError, Operation};
+use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Checks the token against the record (`KEYS[2]`), records it, then runs

@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT};
 use super::{Sent, lock_invocation, within};
-use crate::error::StoreError;
 use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
 
 /// Most operations in one script call.
 const MAX_BATCH: usize = 64;

@@ -15,8 +15,8 @@ use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
 use self::scripts::RENEW_SCRIPT;
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
-use crate::error::{Refusal, StoreError};
 use crate::keys::StoredKeys;
+use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
 /// Default bound on one store request (and on connecting).

@@ -16,7 +16,7 @@ use redis::aio::PubSubSink;
 use tokio::sync::{oneshot, watch};
 
 use crate::backend::ReleaseSignal;
-use crate::error::StoreError;
+use crate::store_error::StoreError;
 
 pub(super) struct Hub {
     inner: Arc<HubInner>,
