@@ -31,6 +31,41 @@ async fn kill_clients(server: &RedisServer, kind: &str) -> u64 {
         .expect("CLIENT KILL")
 }
 
+/// A server, a proxy in front of it, a Locker through the proxy with
+/// request bound `timeout`, and a Locker straight to the server.
+async fn behind_a_proxy(timeout: Duration) -> (RedisServer, DelayProxy, Locker, Locker) {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let through = Locker::builder()
+        .timeout(timeout)
+        .redis(&proxy.url())
+        .await
+        .unwrap();
+    let direct = locker(&server.url()).await;
+    (server, proxy, through, direct)
+}
+
+/// Asserts `key` is still held (for `direct`), heals `proxy`, and asserts
+/// `direct` gets the key within about a second: a release or undo that
+/// kept trying got through (the lease itself had 20 s left).
+async fn freed_soon_after_the_heal(proxy: &DelayProxy, direct: &Locker, key: &str) {
+    let held = direct.try_lock(key).await.unwrap();
+    assert!(held.is_none(), "{key}: nothing could reach the server");
+    proxy.heal();
+    let healed = Instant::now();
+    let next = direct
+        .lock(key)
+        .wait(Duration::from_secs(15))
+        .await
+        .unwrap();
+    assert!(
+        healed.elapsed() < Duration::from_secs(1) + SLACK,
+        "{key}: freed {:?} after the network healed (ttl 20 s)",
+        healed.elapsed()
+    );
+    next.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_lock_after_a_restart_succeeds_on_every_locker() {
     let mut server = RedisServer::start();
@@ -117,14 +152,7 @@ async fn a_release_into_a_dead_connection_is_sent_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_cannot_get_through_is_retried_until_it_does() {
-    let server = RedisServer::start();
-    let proxy = DelayProxy::start(server.port()).await;
-    let through = Locker::builder()
-        .timeout(Duration::from_millis(300))
-        .redis(&proxy.url())
-        .await
-        .unwrap();
-    let direct = locker(&server.url()).await;
+    let (_server, proxy, through, direct) = behind_a_proxy(Duration::from_millis(300)).await;
     let guard = through
         .lock("retried")
         .ttl(Duration::from_secs(20))
@@ -133,21 +161,7 @@ async fn a_release_that_cannot_get_through_is_retried_until_it_does() {
     proxy.cut();
     let err = guard.release().await.unwrap_err();
     assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
-    let held = direct.try_lock("retried").await.unwrap();
-    assert!(held.is_none(), "nothing could reach the server");
-    proxy.heal();
-    let healed = Instant::now();
-    let next = direct
-        .lock("retried")
-        .wait(Duration::from_secs(15))
-        .await
-        .unwrap();
-    assert!(
-        healed.elapsed() < Duration::from_secs(1) + SLACK,
-        "freed {:?} after the network healed (ttl 20 s)",
-        healed.elapsed()
-    );
-    next.release().await.unwrap();
+    freed_soon_after_the_heal(&proxy, &direct, "retried").await;
 }
 
 /// Asserts a connect error is refused, names no environment variable,
@@ -410,14 +424,7 @@ async fn the_watchdog_keeps_a_lease_through_an_outage_and_tells_the_loss_at_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_guard_whose_release_cannot_get_through_is_released_later() {
-    let server = RedisServer::start();
-    let proxy = DelayProxy::start(server.port()).await;
-    let through = Locker::builder()
-        .timeout(Duration::from_millis(300))
-        .redis(&proxy.url())
-        .await
-        .unwrap();
-    let direct = locker(&server.url()).await;
+    let (_server, proxy, through, direct) = behind_a_proxy(Duration::from_millis(300)).await;
     let guard = through
         .lock("dropped")
         .ttl(Duration::from_secs(20))
@@ -428,44 +435,22 @@ async fn a_dropped_guard_whose_release_cannot_get_through_is_released_later() {
     // Longer than the dropped guard's own release can take (sent twice
     // within 300 ms): only a later send can free the key.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(
-        direct.try_lock("dropped").await.unwrap().is_none(),
-        "still held"
-    );
-    proxy.heal();
-    let healed = Instant::now();
-    let next = direct
-        .lock("dropped")
-        .wait(Duration::from_secs(15))
-        .await
-        .unwrap();
-    assert!(
-        healed.elapsed() < Duration::from_secs(1) + SLACK,
-        "freed {:?} after the network healed (ttl 20 s)",
-        healed.elapsed()
-    );
-    next.release().await.unwrap();
+    freed_soon_after_the_heal(&proxy, &direct, "dropped").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_left_in_doubt_by_an_outage_is_undone() {
-    let server = RedisServer::start();
-    let proxy = DelayProxy::start(server.port()).await;
-    // The wait ends before the outage bound, after a refused try (its
-    // outcome known), not after one cut off by the bound (in doubt).
-    let through = Locker::builder()
-        .timeout(Duration::from_secs(3))
-        .ttl(Duration::from_secs(20))
-        .wait(Duration::from_secs(1))
-        .redis(&proxy.url())
-        .await
-        .unwrap();
-    let direct = locker(&server.url()).await;
+    let (server, proxy, through, direct) = behind_a_proxy(Duration::from_secs(3)).await;
     // Scripts loaded: the held-back acquire then runs as sent.
     through.lock("warm").await.unwrap().release().await.unwrap();
     let lease = through.stored_keys("doubt").unwrap().lease().to_owned();
     proxy.hold_replies();
-    let acquire = tokio::spawn(async move { through.lock("doubt").await });
+    // The wait ends before the outage bound (the 3 s timeout), after a
+    // refused try (its outcome known), not after one cut off by the bound.
+    let acquire = tokio::spawn(async move {
+        let request = through.lock("doubt").ttl(Duration::from_secs(20));
+        request.wait(Duration::from_secs(1)).await
+    });
     let mut admin = server.connection().await;
     while !redis::cmd("EXISTS")
         .arg(&lease)
@@ -485,23 +470,7 @@ async fn an_acquire_left_in_doubt_by_an_outage_is_undone() {
     // Longer than the undo's own release takes to be refused twice: only a
     // later send can free the key.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(
-        direct.try_lock("doubt").await.unwrap().is_none(),
-        "still held"
-    );
-    proxy.heal();
-    let healed = Instant::now();
-    let next = direct
-        .lock("doubt")
-        .wait(Duration::from_secs(15))
-        .await
-        .unwrap();
-    assert!(
-        healed.elapsed() < Duration::from_secs(1) + SLACK,
-        "undone {:?} after the network healed (ttl 20 s)",
-        healed.elapsed()
-    );
-    next.release().await.unwrap();
+    freed_soon_after_the_heal(&proxy, &direct, "doubt").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
