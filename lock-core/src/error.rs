@@ -65,9 +65,9 @@ pub enum LockError {
     /// the retries a broken connection gets. `source` says why, and whether
     /// the request may have been applied ([`StoreError::outcome_unknown`]).
     /// Check that the server is up and reachable, and retry.
-    #[error("lock store unavailable while {op} lock `{key}`")]
+    #[error("lock store unavailable while {}", doing(.op, .key))]
     Unavailable {
-        /// The user key.
+        /// The user key (`*` for [`Operation::Connect`]).
         key: String,
         /// What the lock was doing.
         op: Operation,
@@ -244,10 +244,20 @@ impl LockError {
     }
 }
 
+/// What lock `key` was doing: `acquiring lock `order:42``, or `connecting`.
+fn doing(op: &Operation, key: &str) -> String {
+    match op {
+        Operation::Connect => op.to_string(),
+        op => format!("{op} lock `{key}`"),
+    }
+}
+
 /// What the lock was doing when the store failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Operation {
+    /// Connecting to the store (`Locker::redis`); no lock yet.
+    Connect,
     /// Taking the lock.
     Acquire,
     /// Extending the lease.
@@ -265,6 +275,7 @@ pub enum Operation {
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Operation::Connect => "connecting",
             Operation::Acquire => "acquiring",
             Operation::Renew => "renewing",
             Operation::Release => "releasing",

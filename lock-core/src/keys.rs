@@ -217,6 +217,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_byte_is_escaped_as_before() {
+        // The plain bytes of every release so far; any other is `%XX`.
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_.:/@=+,;".contains(&b);
+        for byte in 0..0x80u8 {
+            let user = format!("k{}", byte as char);
+            let mut escaped = String::new();
+            escape_into(&mut escaped, &user);
+            let expected = if plain(byte) {
+                user.clone()
+            } else {
+                format!("k%{byte:02X}")
+            };
+            assert_eq!(escaped, expected, "byte {byte:#04x}");
+        }
+        let mut escaped = String::new();
+        escape_into(&mut escaped, "é");
+        assert_eq!(escaped, "%C3%A9");
+    }
+
+    #[test]
     fn plain_keys_stay_readable() {
         let keys = StoredKeys::new("lock", "order:42").unwrap();
         assert_eq!(keys.user(), "order:42");

@@ -66,7 +66,7 @@ impl Drop for Turn {
 
 /// A turn just taken by [`Lines::try_enter`], borrowed from its
 /// lines: freed if dropped, else handed on (to a lease that frees it
-/// through its Locker, or as an owned [`Turn`]).
+/// through its Lines, or as an owned [`Turn`]).
 #[derive(Debug)]
 pub(crate) struct FirstTurn<'a> {
     lines: &'a Arc<Lines>,
@@ -81,8 +81,8 @@ impl FirstTurn<'_> {
         self.lines.turn(self.keys)
     }
 
-    /// Hands the turn to the lease on these keys, which frees it through
-    /// its Locker ([`Lines::leave`]).
+    /// Hands the turn to the lease on these keys, which passes it on
+    /// through the Lines ([`Lines::leave`]).
     pub(crate) fn into_lease(mut self) {
         self.armed = false;
     }
@@ -255,7 +255,7 @@ impl Lines {
         }
     }
 
-    /// LineMap currently open (keys held or awaited by this process).
+    /// Lines currently open (keys held or awaited by this process).
     pub(crate) fn open_lines(&self) -> usize {
         self.map.sum(LineMap::len)
     }

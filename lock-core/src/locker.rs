@@ -339,7 +339,7 @@ impl LockerBuilder {
     /// [`Unavailable`](LockError::Unavailable).
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
         let config = self.validated()?;
-        let failed = |err| LockError::from_store("*", Operation::Acquire, err);
+        let failed = |err| LockError::from_store("*", Operation::Connect, err);
         let backend = RedisBackend::connect(url, config.timeout)
             .await
             .map_err(failed)?;

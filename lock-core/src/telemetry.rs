@@ -53,6 +53,7 @@ mod enabled {
 
     pub(crate) fn store_error(op: Operation) {
         let op = match op {
+            Operation::Connect => "connect",
             Operation::Acquire => "acquire",
             Operation::Renew => "renew",
             Operation::Release => "release",

@@ -92,8 +92,10 @@ pub(crate) struct Place {
 #[derive(Default)]
 pub(crate) enum Control {
     /// Waiting in this timetable at this place. The timetable is kept
-    /// alive by its Locker and by the leases scheduled in it; its runner
-    /// ends when it is the last to keep it.
+    /// alive by its Locker and by the leases scheduled in it (a cycle
+    /// through the entry, broken when the lease's watchdog starts or
+    /// stops: a guard leaked with `mem::forget` keeps it); its runner ends
+    /// when it is gone.
     Scheduled(Arc<Timetable>, Place),
     /// Its task is running.
     Running(AbortHandle),
@@ -216,6 +218,9 @@ impl Timetable {
         let mut shortest_lead: Option<Duration> = None;
         for shard in 0..SHARDS {
             let mut table = self.shard(shard);
+            // A lease entered in this shard while the others are scanned
+            // was not counted: its starter must wake the runner.
+            table.runner_wakes_at = None;
             for slot in 0..table.slots.len() {
                 match &table.slots[slot] {
                     Some(entry) if entry.due <= now => {
@@ -412,11 +417,23 @@ mod tests {
         let timetable = Arc::downgrade(&runners[0]);
         drop(runners);
         let held = locker.lock("held").await.unwrap();
+        // On this one-thread runtime a yield runs the runner, which then
+        // waits for the entry's due time.
+        tokio::task::yield_now().await;
         drop(locker);
         // A guard still scheduled keeps it (and its watchdog start) alive.
         assert!(timetable.upgrade().is_some());
         drop(held);
-        assert!(timetable.upgrade().is_none(), "no cycle keeps it");
+        assert!(timetable.upgrade().is_none(), "nothing else keeps it");
+        // Its Drop woke the runner, which ends at once.
+        let metrics = tokio::runtime::Handle::current().metrics();
+        for _ in 0..100 {
+            if metrics.num_alive_tasks() == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(metrics.num_alive_tasks(), 0, "the runner lives on");
     }
 
     #[test]

@@ -10,8 +10,14 @@ use http_body_util::Full;
 use pin_project::pin_project;
 
 /// The inner service's body, or the text of the check's own answer.
-#[pin_project(project = ResponseBodyProj)]
-pub enum ResponseBody<B> {
+#[pin_project]
+pub struct ResponseBody<B> {
+    #[pin]
+    kind: Kind<B>,
+}
+
+#[pin_project(project = KindProj)]
+enum Kind<B> {
     /// The inner service's body.
     Inner(#[pin] B),
     /// The check's answer to a request it refused.
@@ -20,11 +26,13 @@ pub enum ResponseBody<B> {
 
 impl<B> ResponseBody<B> {
     pub(super) fn inner(body: B) -> Self {
-        ResponseBody::Inner(body)
+        let kind = Kind::Inner(body);
+        ResponseBody { kind }
     }
 
     pub(super) fn answer(text: Bytes) -> Self {
-        ResponseBody::Answer(Full::new(text))
+        let kind = Kind::Answer(Full::new(text));
+        ResponseBody { kind }
     }
 }
 
@@ -39,25 +47,25 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project() {
-            ResponseBodyProj::Inner(body) => body.poll_frame(cx),
-            ResponseBodyProj::Answer(text) => text
+        match self.project().kind.project() {
+            KindProj::Inner(body) => body.poll_frame(cx),
+            KindProj::Answer(text) => text
                 .poll_frame(cx)
                 .map(|frame| frame.map(|frame| frame.map_err(|never| match never {}))),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        match self {
-            ResponseBody::Inner(body) => body.is_end_stream(),
-            ResponseBody::Answer(text) => text.is_end_stream(),
+        match &self.kind {
+            Kind::Inner(body) => body.is_end_stream(),
+            Kind::Answer(text) => text.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self {
-            ResponseBody::Inner(body) => body.size_hint(),
-            ResponseBody::Answer(text) => text.size_hint(),
+        match &self.kind {
+            Kind::Inner(body) => body.size_hint(),
+            Kind::Answer(text) => text.size_hint(),
         }
     }
 }

@@ -12,8 +12,14 @@ use super::ResponseBody;
 
 /// The inner service's response, or the check's own answer (a request it
 /// refused).
-#[pin_project(project = ResponseFutureProj)]
-pub enum ResponseFuture<F> {
+#[pin_project]
+pub struct ResponseFuture<F> {
+    #[pin]
+    kind: Kind<F>,
+}
+
+#[pin_project(project = KindProj)]
+enum Kind<F> {
     /// The request passed: the inner service answers.
     Inner(#[pin] F),
     /// The request was refused with this answer.
@@ -22,11 +28,13 @@ pub enum ResponseFuture<F> {
 
 impl<F> ResponseFuture<F> {
     pub(super) fn inner(future: F) -> Self {
-        ResponseFuture::Inner(future)
+        let kind = Kind::Inner(future);
+        ResponseFuture { kind }
     }
 
     pub(super) fn answer(response: Response<Bytes>) -> Self {
-        ResponseFuture::Answer(Some(response))
+        let kind = Kind::Answer(Some(response));
+        ResponseFuture { kind }
     }
 }
 
@@ -37,12 +45,12 @@ where
     type Output = Result<Response<ResponseBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Inner(future) => {
+        match self.project().kind.project() {
+            KindProj::Inner(future) => {
                 let response = ready!(future.poll(cx))?;
                 Poll::Ready(Ok(response.map(ResponseBody::inner)))
             }
-            ResponseFutureProj::Answer(answer) => {
+            KindProj::Answer(answer) => {
                 let answer = answer
                     .take()
                     .expect("ResponseFuture polled after completion");

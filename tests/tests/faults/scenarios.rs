@@ -217,20 +217,15 @@ async fn s04_starved_watchdog() {
         !events.iter().any(|e| e.kind == "still_held"),
         "believed held after the block"
     );
-    let acquired = events
-        .iter()
-        .find(|e| e.client == "s" && e.kind == "acquire_ok")
-        .unwrap();
     let lost = events
         .iter()
         .find(|e| e.client == "s" && e.kind == "lost")
         .expect("loss told");
     let blocked = events.iter().find(|e| e.kind == "blocking").unwrap();
-    let deadline = acquired.at + ttl.as_millis() as u64;
-    let late_renewal = events
-        .iter()
-        .any(|e| e.client == "s" && e.kind == "renewed" && e.at > deadline.max(blocked.at));
-    assert!(!late_renewal, "renewed after the deadline");
+    // That no renewal is *sent* after the deadline is checked where sent
+    // renewals can be counted: conformance's
+    // a_starved_watchdog_sends_no_renewal_after_the_deadline (this history
+    // logs confirmed renewals only).
     assert!(lost.at >= blocked.at);
     let writes: Vec<_> = events
         .iter()
@@ -542,12 +537,13 @@ async fn s10_split_brain() {
 }
 
 /// 11. Cancel storm: acquires aborted at random points and guards dropped
-/// without release; after 3 x ttl no key is left and no renewals run.
+/// without release; long before the ttl no key is left and no renewals run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s11_cancel_storm_leaves_nothing() {
     let _one_at_a_time = one_at_a_time().await;
     let lock = RedisServer::start();
-    let ttl = Duration::from_millis(300);
+    // Long enough that no check below can pass by plain expiry.
+    let ttl = Duration::from_secs(6);
     let locker = Locker::builder().ttl(ttl).redis(&lock.url()).await.unwrap();
     let mut tasks = Vec::new();
     for i in 0..300u64 {
@@ -569,11 +565,20 @@ async fn s11_cancel_storm_leaves_nothing() {
         }
         let _ = task.await;
     }
-    tokio::time::sleep(3 * ttl).await;
+    // Long before the ttl, every lease is gone (released, or undone by
+    // owner value): server state has no event to await, so poll it.
     let mut conn = lock.connection().await;
-    assert!(all_keys(&mut conn).await.is_empty(), "keys left behind");
+    let emptied = async {
+        while !all_keys(&mut conn).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(ttl / 3, emptied)
+        .await
+        .expect("keys left behind");
+    // Past the first renewal any lease left running would have sent.
     let before = command_calls(&mut conn, "evalsha").await;
-    tokio::time::sleep(ttl).await;
+    tokio::time::sleep(ttl / 3 + SLACK).await;
     let after = command_calls(&mut conn, "evalsha").await;
     assert_eq!(before, after, "renewals still running");
     assert_eq!(locker.local_lines(), 0);

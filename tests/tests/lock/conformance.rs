@@ -513,12 +513,14 @@ pub async fn the_local_deadline_ends_before_the_store_does(store: TestStore) {
 }
 
 pub async fn a_starved_watchdog_sends_no_renewal_after_the_deadline(store: TestStore) {
-    let ttl = Duration::from_millis(600);
+    // The first renewal falls due at ttl/3 (500 ms): the block starts long
+    // before that.
+    let ttl = Duration::from_millis(1500);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     // The lease and its watchdog live on a runtime of their own, whose only
     // thread is then blocked past the deadline (as a runtime starved by
     // blocking code is).
-    let lost = std::thread::spawn(move || {
+    let lost = tokio::task::spawn_blocking(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -531,7 +533,7 @@ pub async fn a_starved_watchdog_sends_no_renewal_after_the_deadline(store: TestS
             lost.expect("the loss was not told after the block")
         })
     })
-    .join()
+    .await
     .unwrap();
     assert!(matches!(lost, LockError::Lost { .. }), "{lost}");
     // Blocked before the first renewal fell due (ttl/3), resumed after the

@@ -13,8 +13,10 @@ use lock_testkit::{PostgresServer, RedisServer, send_signal};
 const WRITERS: usize = 3;
 const RUN_MILLIS: u64 = 3000;
 const PAUSES: usize = 3;
-/// Twice the writers' 300 ms lease.
-const PAUSE: Duration = Duration::from_millis(600);
+/// Three times the writers' 300 ms lease: another writer has 600 ms after
+/// the lease lapses to take the lock and write, so every write of the
+/// frozen one is stale.
+const PAUSE: Duration = Duration::from_millis(900);
 
 struct Writers {
     children: Vec<Child>,
