@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::lease::LossReason;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
@@ -282,29 +283,6 @@ impl fmt::Display for Operation {
             Operation::Subscribe => "subscribing to releases of",
             Operation::ConfirmReplicas => "confirming replicas for",
             Operation::FencedWrite => "writing under",
-        })
-    }
-}
-
-/// Why a lease counts as lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// No renewal was confirmed before the local deadline (store down or
-    /// slow, or this process paused).
-    NotRenewedInTime,
-    /// The store answered that the lock is gone or has another owner.
-    OwnerChanged,
-    /// The maximum hold time was reached, so renewals stopped.
-    MaxHoldTimeReached,
-}
-
-impl fmt::Display for LossReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LossReason::NotRenewedInTime => "no renewal was confirmed before the lease ran out",
-            LossReason::OwnerChanged => "the store no longer has this owner on the lock",
-            LossReason::MaxHoldTimeReached => "the maximum hold time was reached",
         })
     }
 }

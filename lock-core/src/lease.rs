@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
-use crate::error::{LockError, LossReason};
+use crate::error::LockError;
 use crate::keys::StoredKeys;
 use crate::line::{Lines, Turn};
 use crate::owner::Owner;
@@ -20,6 +20,29 @@ use crate::retry;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 use crate::watchdog::Control;
+
+/// Why a lease counts as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// No renewal was confirmed before the local deadline (store down or
+    /// slow, or this process paused).
+    NotRenewedInTime,
+    /// The store answered that the lock is gone or has another owner.
+    OwnerChanged,
+    /// The maximum hold time was reached, so renewals stopped.
+    MaxHoldTimeReached,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LossReason::NotRenewedInTime => "no renewal was confirmed before the lease ran out",
+            LossReason::OwnerChanged => "the store no longer has this owner on the lock",
+            LossReason::MaxHoldTimeReached => "the maximum hold time was reached",
+        })
+    }
+}
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -114,12 +114,12 @@ mod undo;
 mod watchdog;
 
 pub use backend::Backend;
-pub use error::{LockError, LossReason, Operation};
+pub use error::{LockError, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
 pub use keys::{MAX_KEY_LEN, StoredKeys};
-pub use lease::Lease;
+pub use lease::{Lease, LossReason};
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 pub use locker::{

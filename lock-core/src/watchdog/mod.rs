@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::error::LossReason;
+use crate::lease::LossReason;
 use crate::lease::{LeaseState, deadline_after};
 
 /// How the watchdog treats one lease.
