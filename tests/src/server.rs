@@ -350,6 +350,24 @@ pub fn send_signal(pid: u32, signal: libc::c_int) -> bool {
     unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
 }
 
+/// Bytes that clients have sent to the loopback server on `port` and it
+/// has not read yet, summed over its established connections (from
+/// `/proc/net/tcp`): how a test sees a request reach a frozen server.
+pub fn unread_bytes(port: u16) -> u64 {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let local = format!("0100007F:{port:04X}");
+    tcp.lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        // Established (state 01) connections, on the server's side.
+        .filter(|fields| fields.len() > 4 && fields[1] == local && fields[3] == "01")
+        .filter_map(|fields| {
+            let (_, rx_queue) = fields[4].split_once(':')?;
+            u64::from_str_radix(rx_queue, 16).ok()
+        })
+        .sum()
+}
+
 /// Number of calls of `command` (lowercase, e.g. `evalsha`) the server has
 /// served, from `INFO commandstats`.
 pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {

@@ -120,7 +120,7 @@ async fn s03_reply_in_flight_past_the_lease() {
         &worker(&lock, &data, "c0", 1, 2, ttl, Duration::ZERO),
         &[("FAULT_STEP", "1"), ("FAULT_TIMEOUT_MS", "10000")],
     );
-    let lock_pid = lock.pid().unwrap();
+    let (lock_pid, lock_port) = (lock.pid().unwrap(), lock.port());
     let (clients, frozen_at) = blocking(move || {
         // A first operation loads the scripts (EVALSHA would otherwise
         // need a second round trip after NOSCRIPT).
@@ -130,8 +130,15 @@ async fn s03_reply_in_flight_past_the_lease() {
         assert!(lock_testkit::send_signal(lock_pid, libc::SIGSTOP));
         clients.step("c0");
         clients.wait_for(|e| e.kind == "acquire_sent");
-        // Let the request reach the frozen server's socket.
-        std::thread::sleep(Duration::from_millis(100));
+        // The request has reached the frozen server's socket.
+        let reached = std::time::Instant::now() + Duration::from_secs(10);
+        while lock_testkit::unread_bytes(lock_port) == 0 {
+            assert!(
+                std::time::Instant::now() < reached,
+                "the acquire never reached the server"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let frozen_at = clients.stop("c0");
         assert!(lock_testkit::send_signal(lock_pid, libc::SIGCONT));
         (clients, frozen_at)
