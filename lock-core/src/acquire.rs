@@ -17,8 +17,8 @@ use crate::backend::Attempt;
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{HeldTurn, LeaseParts, LeaseState, Status, deadline_after};
-use crate::line::{NoTurn, Turn};
+use crate::lease::{LeaseParts, LeaseState, Status, deadline_after};
+use crate::line::{HeldTurn, NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::retry::Outage;
@@ -93,10 +93,9 @@ impl Acquisition {
             .ok();
         let held = match answer {
             Some(Ok(Attempt::Acquired(token))) => {
-                first.into_lease();
+                let turn = first.into_held();
                 tracing::debug!(key = %self.keys.user(), %token, "lock acquired");
                 telemetry::acquired_at_once();
-                let turn = HeldTurn::InLine;
                 let grant = Grant {
                     owner,
                     token,

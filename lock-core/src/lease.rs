@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::backend::Backend;
 use crate::error::LockError;
 use crate::keys::StoredKeys;
-use crate::line::{Lines, Turn};
+use crate::line::{HeldTurn, Lines};
 use crate::owner::Owner;
 use crate::retry;
 use crate::store_error::StoreError;
@@ -69,15 +69,6 @@ pub(crate) struct LeaseState {
     loss: Notify,
     turn: Mutex<Option<HeldTurn>>,
     watchdog: Mutex<Control>,
-}
-
-/// How a lease holds its process-local turn.
-pub(crate) enum HeldTurn {
-    /// A turn that waited or contended on its own.
-    Owned(Turn),
-    /// The turn of the lease's keys in its Locker's lines, freed through
-    /// the lines (no reference of its own to keep).
-    InLine,
 }
 
 /// The margin kept off a lease's local deadline for clock drift between

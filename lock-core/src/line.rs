@@ -58,6 +58,16 @@ pub(crate) struct Turn {
     keys: StoredKeys,
 }
 
+/// How a lease holds its process-local turn.
+#[derive(Debug)]
+pub(crate) enum HeldTurn {
+    /// A turn that waited or contended on its own.
+    Owned(Turn),
+    /// The turn of the lease's keys in its Locker's lines, freed through
+    /// the lines (no reference of its own to keep).
+    InLine,
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
         self.lines.leave(&self.keys);
@@ -81,10 +91,11 @@ impl FirstTurn<'_> {
         self.lines.turn(self.keys)
     }
 
-    /// Hands the turn to the lease on these keys, which passes it on
+    /// The turn as the lease on these keys holds it: it passes it on
     /// through the Lines ([`Lines::leave`]).
-    pub(crate) fn into_lease(mut self) {
+    pub(crate) fn into_held(mut self) -> HeldTurn {
         self.armed = false;
+        HeldTurn::InLine
     }
 }
 
