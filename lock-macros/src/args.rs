@@ -21,9 +21,26 @@ pub(crate) struct LockArgs {
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
-    /// The `lock_core::OnLost` variant: `Abort` or `Continue`.
-    pub(crate) on_lost: &'static str,
+    pub(crate) on_lost: OnLost,
     pub(crate) krate: Option<Path>,
+}
+
+/// `on_lost = "abort" | "continue"`: a `lock_core::OnLost` variant.
+#[derive(Clone, Copy, Default)]
+pub(crate) enum OnLost {
+    #[default]
+    Abort,
+    Continue,
+}
+
+impl OnLost {
+    /// The variant's name in `lock_core::OnLost`.
+    pub(crate) fn variant(self) -> &'static str {
+        match self {
+            OnLost::Abort => "Abort",
+            OnLost::Continue => "Continue",
+        }
+    }
 }
 
 fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Result<Duration> {
@@ -76,8 +93,8 @@ impl Parse for LockArgs {
                 "on_lost" => {
                     let lit: LitStr = input.parse()?;
                     on_lost = Some(match lit.value().as_str() {
-                        "abort" => "Abort",
-                        "continue" => "Continue",
+                        "abort" => OnLost::Abort,
+                        "continue" => OnLost::Continue,
                         other => {
                             return Err(syn::Error::new(
                                 lit.span(),
@@ -116,7 +133,7 @@ impl Parse for LockArgs {
             wait,
             watchdog,
             locker,
-            on_lost: on_lost.unwrap_or("Abort"),
+            on_lost: on_lost.unwrap_or_default(),
             krate,
         })
     }

@@ -199,7 +199,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         Some(w) => quote!(::core::option::Option::Some(#w)),
         None => quote!(::core::option::Option::None),
     };
-    let on_lost = Ident::new(args.on_lost, Span::call_site());
+    let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
