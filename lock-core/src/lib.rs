@@ -101,6 +101,7 @@ mod keys;
 mod lease;
 mod line;
 mod locker;
+mod multi;
 mod owner;
 mod request;
 mod retry;
@@ -126,6 +127,7 @@ pub use locker::{
     DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
     LockerBuilder, MIN_TTL,
 };
+pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
 pub use request::LockRequest;
 pub use scope::Scoped;
 pub use store_error::{Refusal, StoreError};

@@ -10,6 +10,7 @@ use crate::backend::{Backend, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::{StoredKeys, validate_namespace};
 use crate::line::Lines;
+use crate::multi::LockAllRequest;
 use crate::request::LockRequest;
 use crate::watchdog::Watchdogs;
 
@@ -136,6 +137,18 @@ impl Locker {
     /// [`LockError::InvalidKey`] when the request is awaited.
     pub fn lock(&self, key: impl AsRef<str>) -> LockRequest {
         LockRequest::new(self.clone(), key.as_ref())
+    }
+
+    /// A request for every key of `keys`, held together or not at all:
+    /// set options on the returned [`LockAllRequest`], then `.await` it
+    /// for a [`MultiGuard`](crate::MultiGuard).
+    ///
+    /// Keys are taken in one canonical order (sorted; duplicates collapse),
+    /// so tasks naming the same keys in different orders never deadlock.
+    /// An empty set is [`LockError::InvalidKey`], as is any bad key, before
+    /// any store round trip.
+    pub fn lock_all<K: AsRef<str>>(&self, keys: impl IntoIterator<Item = K>) -> LockAllRequest {
+        LockAllRequest::new(self.clone(), keys)
     }
 
     /// Tries once: `Ok(None)` when another owner (or another task of this

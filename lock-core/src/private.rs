@@ -71,6 +71,23 @@ pub fn installed(key: &str) -> Result<Locker, LockError> {
     })
 }
 
+/// Sets the attribute's options on a lock request of either kind.
+macro_rules! configure {
+    ($request:expr, $options:expr) => {{
+        let (mut request, options) = ($request, $options);
+        if let Some(ttl) = options.ttl {
+            request = request.ttl(ttl);
+        }
+        if let Some(wait) = options.wait {
+            request = request.wait(wait);
+        }
+        if let Some(watchdog) = options.watchdog {
+            request = request.watchdog(watchdog);
+        }
+        request
+    }};
+}
+
 /// Takes the lock, runs `body` as its holder, releases. A body that ran to
 /// the end returns its output even if the release fails (the failure is
 /// logged): its writes happened, and fencing decided their fate.
@@ -80,34 +97,47 @@ pub async fn run<F: Future>(
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let mut request = locker?.lock(key);
-    if let Some(ttl) = options.ttl {
-        request = request.ttl(ttl);
-    }
-    if let Some(wait) = options.wait {
-        request = request.wait(wait);
-    }
-    if let Some(watchdog) = options.watchdog {
-        request = request.watchdog(watchdog);
-    }
-    let guard = request.await?;
-    let output = match options.on_lost {
-        OnLost::Continue => guard.scope(body).await,
-        OnLost::Abort => {
-            let lost = guard.lost();
-            tokio::select! {
-                biased;
-                output = guard.scope(body) => output,
-                // Dropping the guard on return releases in the background.
-                err = lost => return Err(err),
-            }
-        }
-    };
+    let guard = configure!(locker?.lock(key), options).await?;
+    let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     let key = guard.key().to_owned();
     if let Err(err) = guard.release().await {
         tracing::warn!(key = %key, error = %err, "locked function finished, but its release failed");
     }
     Ok(output)
+}
+
+/// [`run`] for `keys = [...]`: takes every key ([`Locker::lock_all`]).
+pub async fn run_all<F: Future>(
+    locker: Result<Locker, LockError>,
+    keys: Vec<String>,
+    options: Options,
+    body: F,
+) -> Result<F::Output, LockError> {
+    let guard = configure!(locker?.lock_all(keys), options).await?;
+    let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
+    if let Err(err) = guard.release().await {
+        tracing::warn!(error = %err, "locked function finished, but a release failed");
+    }
+    Ok(output)
+}
+
+/// Runs the scoped body; with [`OnLost::Abort`], a loss first drops it
+/// (the caller's guard, dropped on return, releases in the background).
+async fn hold<F: Future>(
+    body: crate::Scoped<F>,
+    lost: impl Future<Output = LockError>,
+    on_lost: OnLost,
+) -> Result<F::Output, LockError> {
+    match on_lost {
+        OnLost::Continue => Ok(body.await),
+        OnLost::Abort => {
+            tokio::select! {
+                biased;
+                output = body => Ok(output),
+                err = lost => Err(err),
+            }
+        }
+    }
 }
 
 /// Turns a lock failure into the function's own return type.

@@ -23,8 +23,26 @@ tokio::task_local! {
 
 #[derive(Clone)]
 struct Frame {
-    lease: Arc<LeaseState>,
+    held: Held,
     parent: Option<Arc<Frame>>,
+}
+
+/// What one scope holds.
+#[derive(Clone)]
+enum Held {
+    /// A [`LockGuard`](crate::LockGuard)'s lease.
+    One(Arc<LeaseState>),
+    /// A [`MultiGuard`](crate::MultiGuard)'s leases.
+    Many(Arc<[Arc<LeaseState>]>),
+}
+
+impl Held {
+    fn leases(&self) -> &[Arc<LeaseState>] {
+        match self {
+            Held::One(lease) => std::slice::from_ref(lease),
+            Held::Many(leases) => leases,
+        }
+    }
 }
 
 /// A future run as the holder of a lock, made by
@@ -54,24 +72,49 @@ impl<F> std::fmt::Debug for Scoped<F> {
 
 /// Runs `body` with `lease` as the innermost lock of the task.
 pub(crate) fn enter<F: Future>(lease: Arc<LeaseState>, body: F) -> Scoped<F> {
+    enter_frame(Held::One(lease), body)
+}
+
+/// Runs `body` with `leases` as the innermost locks of the task.
+pub(crate) fn enter_all<F: Future>(leases: Arc<[Arc<LeaseState>]>, body: F) -> Scoped<F> {
+    enter_frame(Held::Many(leases), body)
+}
+
+fn enter_frame<F: Future>(held: Held, body: F) -> Scoped<F> {
     let parent = HELD.try_with(|frame| Arc::new(frame.clone())).ok();
     Scoped {
-        inner: HELD.scope(Frame { lease, parent }, body),
+        inner: HELD.scope(Frame { held, parent }, body),
     }
 }
 
+/// The token of the innermost scope's lock; `None` if it holds several.
 pub(crate) fn innermost_token() -> Option<FencingToken> {
-    HELD.try_with(|frame| frame.lease.token).ok()
+    HELD.try_with(|frame| match &frame.held {
+        Held::One(lease) => Some(lease.token),
+        Held::Many(_) => None,
+    })
+    .ok()
+    .flatten()
+}
+
+/// The token of the innermost scope's lease on user key `key`.
+pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
+    find(|lease| lease.keys.user() == key).map(|lease| lease.token)
 }
 
 /// The lease this task's scopes hold on `lease_key` through Locker
 /// `locker_id`, if any.
 pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<LeaseState>> {
+    find(|lease| lease.locker_id == locker_id && lease.keys.lease() == lease_key)
+}
+
+/// The innermost lease of this task's scopes that `matches`.
+fn find(matches: impl Fn(&LeaseState) -> bool) -> Option<Arc<LeaseState>> {
     HELD.try_with(|frame| {
         let mut current = Some(frame);
         while let Some(frame) = current {
-            if frame.lease.locker_id == locker_id && frame.lease.keys.lease() == lease_key {
-                return Some(Arc::clone(&frame.lease));
+            if let Some(lease) = frame.held.leases().iter().find(|lease| matches(lease)) {
+                return Some(Arc::clone(lease));
             }
             current = frame.parent.as_deref();
         }

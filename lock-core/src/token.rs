@@ -35,9 +35,18 @@ impl FencingToken {
 
     /// The token of the innermost lock held by the current task's locked
     /// scope (see [`LockGuard::scope`](crate::LockGuard::scope)), or `None`
-    /// outside any locked scope.
+    /// outside any locked scope. Inside a multi-lock's scope, which holds
+    /// several, it is `None`: use [`current_for`](Self::current_for).
     pub fn current() -> Option<FencingToken> {
         crate::scope::innermost_token()
+    }
+
+    /// The token of `key` (a user key, as given to
+    /// [`Locker::lock`](crate::Locker::lock)) if the current task's locked
+    /// scopes hold it, innermost first: each key's token inside a
+    /// [`MultiGuard::scope`](crate::MultiGuard::scope).
+    pub fn current_for(key: &str) -> Option<FencingToken> {
+        crate::scope::token_for(key)
     }
 }
 

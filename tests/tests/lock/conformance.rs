@@ -8,8 +8,11 @@ use lock_core::{FencingToken, LockError};
 use lock_testkit::{TestStore, assert_lost};
 use tokio::time::Instant;
 
+mod multi;
+pub use multi::*;
+
 /// Generous slack on top of a contractual time bound (CI machines stall).
-const SLACK: Duration = Duration::from_millis(750);
+pub(crate) const SLACK: Duration = Duration::from_millis(750);
 
 pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
     const KEYS: usize = 3;

@@ -50,4 +50,9 @@ on_every_backend!(
     the_local_deadline_ends_before_the_store_does,
     a_starved_watchdog_sends_no_renewal_after_the_deadline,
     waiting_does_not_poll_during_a_long_hold,
+    multi_lock_transfers_neither_deadlock_nor_lose_money,
+    multi_lock_takes_all_or_none,
+    multi_lock_tokens_and_scope,
+    multi_lock_loss_is_told,
+    multi_lock_cancelled_gives_back_what_it_took,
 );
