@@ -6,17 +6,23 @@ use std::time::Duration;
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, LitBool, LitStr, Path, Token};
 
 use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
-const NAMES: &str = "key, ttl, wait, watchdog, locker, on_lost, crate";
+const NAMES: &str = "key, keys, ttl, wait, watchdog, locker, on_lost, crate";
+
+/// A key template: the literal (for spans) and its pieces.
+pub(crate) type Template = (LitStr, Vec<Piece>);
 
 /// `#[distributed_lock(...)]`, parsed.
 pub(crate) struct LockArgs {
-    /// The template literal (for spans) and its pieces.
-    pub(crate) key: (LitStr, Vec<Piece>),
+    /// Each key's template.
+    pub(crate) keys: Vec<Template>,
+    /// Given as `keys = [...]`: lock them all (a multi-lock).
+    pub(crate) all: bool,
     pub(crate) ttl: Option<Duration>,
     pub(crate) wait: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
@@ -63,7 +69,7 @@ fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Resul
 
 impl Parse for LockArgs {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut key = None;
+        let mut keys: Option<(Ident, Vec<Template>)> = None;
         let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
             (None, None, None, None, None, None);
         let mut seen: Vec<String> = Vec::new();
@@ -80,11 +86,36 @@ impl Parse for LockArgs {
             seen.push(text.clone());
             input.parse::<Token![=]>()?;
             match text.as_str() {
-                "key" => {
-                    let lit: LitStr = input.parse()?;
-                    let pieces = template::parse(&lit.value())
-                        .map_err(|m| syn::Error::new(lit.span(), m))?;
-                    key = Some((lit, pieces));
+                "key" | "keys" => {
+                    if keys.is_some() {
+                        return Err(syn::Error::new(
+                            name.span(),
+                            "give `key` (one lock) or `keys` (all of several), not both",
+                        ));
+                    }
+                    let lits = if text == "key" {
+                        vec![input.parse::<LitStr>()?]
+                    } else {
+                        let content;
+                        let brackets = syn::bracketed!(content in input);
+                        let lits = Punctuated::<LitStr, Token![,]>::parse_terminated(&content)?;
+                        if lits.is_empty() {
+                            return Err(syn::Error::new(
+                                brackets.span.join(),
+                                "`keys` needs at least one key, e.g. keys = [\"account:<from>\", \"account:<to>\"]",
+                            ));
+                        }
+                        lits.into_iter().collect()
+                    };
+                    let templates = lits
+                        .into_iter()
+                        .map(|lit| {
+                            let pieces = template::parse(&lit.value())
+                                .map_err(|m| syn::Error::new(lit.span(), m))?;
+                            Ok((lit, pieces))
+                        })
+                        .collect::<syn::Result<_>>()?;
+                    keys = Some((name.clone(), templates));
                 }
                 "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
                 "wait" => wait = Some(duration_arg(input, "wait", true)?),
@@ -121,14 +152,15 @@ impl Parse for LockArgs {
             }
             input.parse::<Token![,]>()?;
         }
-        let Some(key) = key else {
+        let Some((given_as, keys)) = keys else {
             return Err(syn::Error::new(
                 Span::call_site(),
                 "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")]",
             ));
         };
         Ok(LockArgs {
-            key,
+            keys,
+            all: given_as == "keys",
             ttl,
             wait,
             watchdog,

@@ -1,5 +1,6 @@
 //! The expansion: the function keeps its signature, attributes and
-//! visibility; its body runs inside `lock_core::__private::run`.
+//! visibility; its body runs inside `lock_core::__private::run` (for
+//! `keys = [...]`, `run_all` with a `Vec` of keys).
 //!
 //! ```text
 //! async fn pay(&self, id: u64) -> Result<R, E> {
@@ -19,7 +20,7 @@ use std::time::Duration;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, Member, Pat, ReturnType};
+use syn::{FnArg, Ident, ItemFn, LitStr, Member, Pat, ReturnType};
 
 use crate::args::LockArgs;
 use crate::template::Piece;
@@ -124,6 +125,43 @@ fn duration_tokens(krate: &TokenStream, value: Option<Duration>) -> TokenStream 
     }
 }
 
+/// The `format!` call that builds one key from its template.
+fn key_format(
+    key_lit: &LitStr,
+    pieces: &[Piece],
+    bindings: &Bindings,
+    func: &Ident,
+) -> syn::Result<TokenStream> {
+    let mut format = String::new();
+    let mut values = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => format.push_str(&text.replace('{', "{{").replace('}', "}}")),
+            Piece::Value(names) => {
+                bindings
+                    .check(names, func)
+                    .map_err(|m| syn::Error::new(key_lit.span(), m))?;
+                format.push_str("{}");
+                let head = if names[0] == "self" {
+                    quote!(self)
+                } else {
+                    let ident = Ident::new(&names[0], Span::call_site());
+                    quote!(#ident)
+                };
+                let fields = names[1..].iter().map(|name| {
+                    let member: Member = match name.parse::<u32>() {
+                        Ok(index) => Member::Unnamed(syn::Index::from(index as usize)),
+                        Err(_) => Member::Named(Ident::new(name, Span::call_site())),
+                    };
+                    quote!(.#member)
+                });
+                values.push(quote_spanned!(key_lit.span()=> &(#head #(#fields)*)));
+            }
+        }
+    }
+    Ok(quote!(::std::format!(#format #(, #values)*)))
+}
+
 /// Checks the function and builds the locked version of it.
 pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     let sig = &func.sig;
@@ -150,35 +188,12 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         }
     };
 
-    let (key_lit, pieces) = &args.key;
     let bindings = Bindings::of(&func);
-    let mut format = String::new();
-    let mut values = Vec::new();
-    for piece in pieces {
-        match piece {
-            Piece::Text(text) => format.push_str(&text.replace('{', "{{").replace('}', "}}")),
-            Piece::Value(names) => {
-                bindings
-                    .check(names, &sig.ident)
-                    .map_err(|m| syn::Error::new(key_lit.span(), m))?;
-                format.push_str("{}");
-                let head = if names[0] == "self" {
-                    quote!(self)
-                } else {
-                    let ident = Ident::new(&names[0], Span::call_site());
-                    quote!(#ident)
-                };
-                let fields = names[1..].iter().map(|name| {
-                    let member: Member = match name.parse::<u32>() {
-                        Ok(index) => Member::Unnamed(syn::Index::from(index as usize)),
-                        Err(_) => Member::Named(Ident::new(name, Span::call_site())),
-                    };
-                    quote!(.#member)
-                });
-                values.push(quote_spanned!(key_lit.span()=> &(#head #(#fields)*)));
-            }
-        }
-    }
+    let keys = args
+        .keys
+        .iter()
+        .map(|(lit, pieces)| key_format(lit, pieces, &bindings, &sig.ident))
+        .collect::<syn::Result<Vec<_>>>()?;
 
     let krate = match &args.krate {
         Some(path) => quote!(#path),
@@ -189,9 +204,19 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     let locker = Ident::new("__lock_locker", Span::mixed_site());
     let output = Ident::new("__lock_output", Span::mixed_site());
     let error = Ident::new("__lock_error", Span::mixed_site());
+    // One key, or every key of the set (named by its first in errors).
+    let (key_value, run, first_key) = if args.all {
+        (
+            quote!(::std::vec![#(#keys),*]),
+            quote!(run_all),
+            quote!(#key[0]),
+        )
+    } else {
+        (quote!(#(#keys)*), quote!(run), quote!(#key))
+    };
     let locker_expr = match &args.locker {
         Some(expr) => quote_spanned!(expr.span()=> #krate::__private::given(&(#expr))),
-        None => quote!(#krate::__private::installed(&#key)),
+        None => quote!(#krate::__private::installed(&#first_key)),
     };
     let ttl = duration_tokens(&krate, args.ttl);
     let wait = duration_tokens(&krate, args.wait);
@@ -209,7 +234,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
-            let #key = ::std::format!(#format #(, #values)*);
+            let #key = #key_value;
             let #locker = #locker_expr;
             let __lock_options = #krate::__private::Options {
                 ttl: #ttl,
@@ -217,7 +242,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                 watchdog: #watchdog,
                 on_lost: #krate::OnLost::#on_lost,
             };
-            match #krate::__private::run(#locker, #key, __lock_options, async move {
+            match #krate::__private::#run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's, so `?`
                 // and `return` in the body work as in the original.
                 #[allow(unreachable_code, clippy::diverging_sub_expression)]

@@ -410,3 +410,55 @@ async fn a_panicking_body_releases() {
         .unwrap();
     guard.release().await.unwrap();
 }
+
+/// A transfer locks both accounts whichever way it goes; each key's token
+/// is at hand inside.
+#[distributed_lock(keys = ["account:<from>", "account:<to>"], locker = locker, wait = "30s")]
+async fn transfer(
+    locker: &Locker,
+    from: u32,
+    to: u32,
+    balances: &[AtomicU32; 2],
+) -> Result<(FencingToken, FencingToken), LockError> {
+    let (debit, credit) = (
+        balances[from as usize].load(Ordering::SeqCst),
+        balances[to as usize].load(Ordering::SeqCst),
+    );
+    tokio::task::yield_now().await;
+    balances[from as usize].store(debit - 1, Ordering::SeqCst);
+    balances[to as usize].store(credit + 1, Ordering::SeqCst);
+    let token_of = |id: u32| FencingToken::current_for(&format!("account:{id}"));
+    Ok((token_of(from).expect("from"), token_of(to).expect("to")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_lock_every_account_without_deadlock() {
+    let server = RedisServer::start();
+    let balances = Arc::new([AtomicU32::new(500), AtomicU32::new(500)]);
+    let mut tasks = Vec::new();
+    for (from, to) in [(0, 1), (1, 0)] {
+        let (locker, balances) = (redis_locker(&server).await, balances.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut last = (FencingToken::new(0), FencingToken::new(0));
+            for _ in 0..200 {
+                let (a, b) = transfer(&locker, from, to, &balances).await.unwrap();
+                assert!(a > last.0 && b > last.1, "tokens did not rise");
+                last = (a, b);
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("the transfers deadlocked")
+            .unwrap();
+    }
+    let total: u32 = balances.iter().map(|b| b.load(Ordering::SeqCst)).sum();
+    assert_eq!(total, 1000, "a transfer overlapped another");
+    // Neither key is left held.
+    let locker = redis_locker(&server).await;
+    let both = locker
+        .lock_all(["account:0", "account:1"])
+        .wait(Duration::ZERO);
+    both.await.unwrap().release().await.unwrap();
+}
