@@ -144,7 +144,8 @@ impl Locker {
     /// for a [`MultiGuard`](crate::MultiGuard).
     ///
     /// Keys are taken in one canonical order (sorted; duplicates collapse),
-    /// so tasks naming the same keys in different orders never deadlock.
+    /// so tasks naming the same keys in different orders never deadlock
+    /// (as long as neither already holds one of them when it calls).
     /// An empty set is [`LockError::InvalidKey`], as is any bad key, before
     /// any store round trip.
     pub fn lock_all<K: AsRef<str>>(&self, keys: impl IntoIterator<Item = K>) -> LockAllRequest {

@@ -2,7 +2,9 @@
 //!
 //! Keys are taken one by one in one canonical order (sorted, duplicates
 //! collapsed), so two tasks locking `{a, b}` and `{b, a}` never hold one
-//! key each while waiting for the other. Each key is a plain lease with
+//! key each while waiting for the other. (Order cannot help a task that
+//! already holds one of the keys before it calls: that is ordinary lock
+//! nesting, bounded by `wait`.) Each key is a plain lease with
 //! its own watchdog and token; a failure on any key releases those already
 //! taken.
 
@@ -93,8 +95,8 @@ impl LockAllRequest {
     }
 
     /// How long to wait for all the keys together before
-    /// [`LockError::WaitTimeout`] (naming the key that was not had); zero
-    /// tries each once.
+    /// [`LockError::WaitTimeout`] (naming the key that was not had, and
+    /// how long that key was waited for); zero tries each once.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
         self
@@ -108,14 +110,15 @@ impl LockAllRequest {
 
     async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = self.keys?;
-        let deadline = Instant::now() + self.wait;
+        // `None`: a wait too long to add to the clock, i.e. for ever.
+        let deadline = Instant::now().checked_add(self.wait);
         let mut guards = Vec::with_capacity(keys.len());
         for key in &keys {
             let taken = self
                 .locker
                 .lock(key)
                 .ttl(self.ttl)
-                .wait(deadline.saturating_duration_since(Instant::now()))
+                .wait(deadline.map_or(self.wait, |d| d.saturating_duration_since(Instant::now())))
                 .watchdog(self.watchdog)
                 .await;
             match taken {
@@ -170,7 +173,8 @@ impl fmt::Debug for LockAllFuture {
 
 /// Every key of a [`Locker::lock_all`] set, held: one lease per key, each
 /// with its own watchdog and token. Dropping it releases every key, as
-/// dropping a [`LockGuard`] does.
+/// dropping a [`LockGuard`] does (a key the task already held in an
+/// enclosing scope stays with that scope's guard).
 #[must_use = "dropping a MultiGuard releases its locks at once"]
 pub struct MultiGuard {
     /// In canonical (sorted) key order.

@@ -89,15 +89,16 @@ fn enter_frame<F: Future>(held: Held, body: F) -> Scoped<F> {
 
 /// The token of the innermost scope's lock; `None` if it holds several.
 pub(crate) fn innermost_token() -> Option<FencingToken> {
-    HELD.try_with(|frame| match &frame.held {
-        Held::One(lease) => Some(lease.token),
-        Held::Many(_) => None,
+    HELD.try_with(|frame| match frame.held.leases() {
+        [lease] => Some(lease.token),
+        _ => None,
     })
     .ok()
     .flatten()
 }
 
-/// The token of the innermost scope's lease on user key `key`.
+/// The token of the innermost scope's lease on user key `key`, through
+/// whichever Locker it was taken.
 pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
     find(|lease| lease.keys.user() == key).map(|lease| lease.token)
 }

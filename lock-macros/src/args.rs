@@ -155,7 +155,7 @@ impl Parse for LockArgs {
         let Some((given_as, keys)) = keys else {
             return Err(syn::Error::new(
                 Span::call_site(),
-                "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")]",
+                "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")], or keys = [\"...\", \"...\"] for several",
             ));
         };
         Ok(LockArgs {

@@ -42,7 +42,7 @@ use proc_macro::TokenStream;
 ///
 /// | argument | example | meaning |
 /// |---|---|---|
-/// | `key` (required) | `"order:<id>"`, `"user:<req.user.id>"`, `"<self.shard>:x"` | the lock key; `<name>` is an argument (formatted with `Display`), `<name.field>` reaches into it, `<self.field>` into the receiver; a literal `<` is `<<` |
+/// | `key` (or `keys`: one is required) | `"order:<id>"`, `"user:<req.user.id>"`, `"<self.shard>:x"` | the lock key; `<name>` is an argument (formatted with `Display`), `<name.field>` reaches into it, `<self.field>` into the receiver; a literal `<` is `<<` |
 /// | `keys` (instead of `key`) | `["account:<from>", "account:<to>"]` | lock every key or none (`Locker::lock_all`: taken in sorted order, so calls naming the same keys in any order never deadlock); inside, `FencingToken::current_for(key)` gives each key's token |
 /// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
 /// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |

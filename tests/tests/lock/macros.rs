@@ -419,7 +419,12 @@ async fn transfer(
     from: u32,
     to: u32,
     balances: &[AtomicU32; 2],
+    inside: &AtomicBool,
 ) -> Result<(FencingToken, FencingToken), LockError> {
+    assert!(
+        !inside.swap(true, Ordering::SeqCst),
+        "two transfers at once"
+    );
     let (debit, credit) = (
         balances[from as usize].load(Ordering::SeqCst),
         balances[to as usize].load(Ordering::SeqCst),
@@ -427,6 +432,7 @@ async fn transfer(
     tokio::task::yield_now().await;
     balances[from as usize].store(debit - 1, Ordering::SeqCst);
     balances[to as usize].store(credit + 1, Ordering::SeqCst);
+    inside.store(false, Ordering::SeqCst);
     let token_of = |id: u32| FencingToken::current_for(&format!("account:{id}"));
     Ok((token_of(from).expect("from"), token_of(to).expect("to")))
 }
@@ -435,13 +441,20 @@ async fn transfer(
 async fn keys_lock_every_account_without_deadlock() {
     let server = RedisServer::start();
     let balances = Arc::new([AtomicU32::new(500), AtomicU32::new(500)]);
+    let inside = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for (from, to) in [(0, 1), (1, 0)] {
-        let (locker, balances) = (redis_locker(&server).await, balances.clone());
+        let (locker, balances, inside) = (
+            redis_locker(&server).await,
+            balances.clone(),
+            inside.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut last = (FencingToken::new(0), FencingToken::new(0));
             for _ in 0..200 {
-                let (a, b) = transfer(&locker, from, to, &balances).await.unwrap();
+                let (a, b) = transfer(&locker, from, to, &balances, &inside)
+                    .await
+                    .unwrap();
                 assert!(a > last.0 && b > last.1, "tokens did not rise");
                 last = (a, b);
             }
@@ -453,8 +466,8 @@ async fn keys_lock_every_account_without_deadlock() {
             .expect("the transfers deadlocked")
             .unwrap();
     }
-    let total: u32 = balances.iter().map(|b| b.load(Ordering::SeqCst)).sum();
-    assert_eq!(total, 1000, "a transfer overlapped another");
+    let ends: Vec<u32> = balances.iter().map(|b| b.load(Ordering::SeqCst)).collect();
+    assert_eq!(ends, [500, 500], "a transfer overlapped another");
     // Neither key is left held.
     let locker = redis_locker(&server).await;
     let both = locker

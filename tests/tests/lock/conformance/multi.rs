@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use lock_core::{FencingToken, LockError};
 use lock_testkit::TestStore;
-use tokio::time::Instant;
 
 use super::SLACK;
 
@@ -59,6 +58,7 @@ pub async fn multi_lock_takes_all_or_none(store: TestStore) {
     let (locker, counts) = store.locker_with(|l| l).await;
     let other = store.locker().await;
     let held = other.lock("set:b").await.unwrap();
+    let releases = counts.releases();
     let err = locker
         .lock_all(["set:c", "set:b", "set:a"])
         .wait(Duration::ZERO)
@@ -68,17 +68,21 @@ pub async fn multi_lock_takes_all_or_none(store: TestStore) {
         matches!(&err, LockError::WaitTimeout { key, .. } if key == "set:b"),
         "{err}"
     );
-    // `set:a`, taken before `set:b` was refused, was given back.
-    for key in ["set:a", "set:c"] {
-        let free = other.try_lock(key).await.unwrap();
-        assert!(free.is_some(), "{key} was left held");
-    }
+    // `set:a`, taken before `set:b` was refused, was given back before
+    // the error was returned.
+    assert_eq!(counts.releases(), releases + 1, "set:a not released");
+    let free = other.try_lock("set:a").await.unwrap();
+    assert!(free.is_some(), "set:a was left held");
     held.release().await.unwrap();
 
     let before = counts.acquires();
     let empty = locker.lock_all(Vec::<String>::new()).await.unwrap_err();
     assert!(matches!(empty, LockError::InvalidKey { .. }), "{empty}");
-    let bad = locker.lock_all(["set:ok", ""]).await.unwrap_err();
+    // The bad key sorts last: it is refused before the first is taken.
+    let bad = locker
+        .lock_all(["set:ok".to_owned(), "z".repeat(600)])
+        .await
+        .unwrap_err();
     assert!(matches!(bad, LockError::InvalidKey { .. }), "{bad}");
     assert_eq!(counts.acquires(), before, "a bad set reached the store");
 
@@ -116,7 +120,8 @@ pub async fn multi_lock_tokens_and_scope(store: TestStore) {
         let nested = locker.lock("tok:y").wait(Duration::ZERO).await.unwrap();
         assert!(nested.is_reentrant());
         assert_eq!(nested.token(), y);
-        // A single lock's scope inside it wins for its key.
+        // A single lock's scope inside it: its own token for `current()`,
+        // and the enclosing multi scope's for the others.
         let inner = locker.lock("tok:w").await.unwrap();
         inner
             .scope(async {
@@ -133,7 +138,8 @@ pub async fn multi_lock_tokens_and_scope(store: TestStore) {
 
 /// `lost()` resolves when any one lease is lost, naming its key.
 pub async fn multi_lock_loss_is_told(store: TestStore) {
-    let ttl = Duration::from_millis(600);
+    // Long enough that a stalled machine does not lose `loss:a` too.
+    let ttl = Duration::from_secs(2);
     let locker = store.locker().await;
     let both = locker
         .lock_all(["loss:a", "loss:b"])
@@ -142,7 +148,6 @@ pub async fn multi_lock_loss_is_told(store: TestStore) {
         .unwrap();
     // `loss:b` is removed behind its holder's back; its watchdog finds out.
     store.steal(&locker, "loss:b").await;
-    let started = Instant::now();
     let lost = tokio::time::timeout(ttl + SLACK, both.lost())
         .await
         .expect("the loss was not told");
@@ -150,7 +155,6 @@ pub async fn multi_lock_loss_is_told(store: TestStore) {
         matches!(&lost, LockError::Lost { key, .. } if key == "loss:b"),
         "{lost}"
     );
-    assert!(started.elapsed() <= ttl + SLACK);
     assert!(!both.is_held());
     lock_testkit::assert_lost(both.release().await);
 }
@@ -159,18 +163,20 @@ pub async fn multi_lock_loss_is_told(store: TestStore) {
 /// first at once, not at its ttl.
 pub async fn multi_lock_cancelled_gives_back_what_it_took(store: TestStore) {
     let ttl = Duration::from_secs(6);
-    let (locker, other) = (store.locker().await, store.locker().await);
+    let ((locker, counts), other) = (store.locker_with(|l| l).await, store.locker().await);
     let blocker = other.lock("cancel-set:b").await.unwrap();
     let attempt = locker
         .lock_all(["cancel-set:a", "cancel-set:b"])
         .ttl(ttl)
         .wait(Duration::from_secs(10));
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), attempt)
-            .await
-            .is_err(),
-        "lock_all got a held key"
-    );
+    // Given up once `a` is taken and `b` has been tried.
+    let given_up = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            _ = attempt => panic!("lock_all got a held key"),
+            _ = counts.acquires_reach(2) => {}
+        }
+    });
+    given_up.await.expect("lock_all never tried its second key");
     let freed = other
         .lock("cancel-set:a")
         .wait(ttl / 3)
