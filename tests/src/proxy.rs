@@ -99,8 +99,9 @@ async fn serve(mut listener: TcpListener, upstream_port: u16, gates: Arc<Gates>)
     let mut refusing = gates.refusing.subscribe();
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => Some(accepted),
+            biased;
             _ = refusing.wait_for(|r| *r) => None,
+            accepted = listener.accept() => Some(accepted),
         };
         let Some(accepted) = accepted else {
             drop(listener);
@@ -114,8 +115,15 @@ async fn serve(mut listener: TcpListener, upstream_port: u16, gates: Arc<Gates>)
             continue;
         };
         let Ok((client, _)) = accepted else { return };
-        let gates = Arc::clone(&gates);
+        // Subscribed before the check: a `cut()` (refuse, then sever) is
+        // either seen here or severs this connection later. A client
+        // accepted as the cut began goes with it.
         let severed = gates.severed.subscribe();
+        if *gates.refusing.borrow() {
+            drop(client);
+            continue;
+        }
+        let gates = Arc::clone(&gates);
         tokio::spawn(async move {
             if let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await {
                 pipe(client, server, &gates, severed).await;
