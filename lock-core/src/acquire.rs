@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::Attempt;
+use crate::backend::{Attempt, Claim, Grant};
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
@@ -24,7 +24,6 @@ use crate::owner::{self, Owner};
 use crate::retry::Outage;
 use crate::store_error::StoreError;
 use crate::subscription::Subscription;
-use crate::token::FencingToken;
 use crate::undo::UndoOnDrop;
 use crate::{scope, telemetry, watchdog};
 
@@ -32,6 +31,8 @@ use crate::{scope, telemetry, watchdog};
 pub(crate) struct Acquisition {
     pub(crate) locker: Locker,
     pub(crate) keys: StoredKeys,
+    /// What is asked of the store (one the store keeps).
+    pub(crate) claim: Claim,
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
@@ -57,10 +58,11 @@ pub(crate) struct Head {
     held: Option<Option<Duration>>,
 }
 
-/// A lease just granted by the store.
-struct Grant {
+/// A lease just taken: the store's grant, and what the lease keeps of the
+/// acquisition.
+struct Taken {
     owner: Owner,
-    token: FencingToken,
+    grant: Grant,
     turn: HeldTurn,
     /// When the request that took it was sent: the lease counts from here.
     sent: Instant,
@@ -78,7 +80,9 @@ impl Acquisition {
             return Next::Done(held);
         }
         let inner = &self.locker.inner;
-        if !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
+        // A claim that may queue leaves a ticket to keep: the general path.
+        let plain = self.claim == Claim::Exclusive;
+        if !plain || !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
             return Next::Line(self);
         }
         let Ok(first) = inner.lines.try_enter(&self.keys) else {
@@ -88,21 +92,21 @@ impl Acquisition {
         let owner = owner::next();
         let answer = inner
             .backend
-            .try_acquire(&self.keys, owner.as_str(), self.ttl)
+            .try_acquire(&self.keys, self.claim, owner.as_str(), self.ttl)
             .into_ready()
             .ok();
         let held = match answer {
-            Some(Ok(Attempt::Acquired(token))) => {
+            Some(Ok(Attempt::Acquired(grant))) => {
                 let turn = first.into_held();
-                tracing::debug!(key = %self.keys.user(), %token, "lock acquired");
+                tracing::debug!(key = %self.keys.user(), token = %grant.token, "lock acquired");
                 telemetry::acquired_at_once();
-                let grant = Grant {
+                let taken = Taken {
                     owner,
-                    token,
+                    grant,
                     turn,
                     sent: started,
                 };
-                return Next::Done(Ok(self.hold(grant)));
+                return Next::Done(Ok(self.hold(taken)));
             }
             Some(Ok(Attempt::Held { remaining })) => Some(remaining),
             // A store that broke its word (no answer in place, or an
@@ -180,7 +184,8 @@ impl Acquisition {
                 Some(remaining) => Ok(Attempt::Held { remaining }),
                 None => {
                     undo.sending = true;
-                    let attempt = backend.try_acquire(&self.keys, undo.owner(), self.ttl);
+                    let attempt =
+                        backend.try_acquire(&self.keys, self.claim, undo.owner(), self.ttl);
                     let attempt = match &outage {
                         None => attempt.await,
                         // In an outage, no attempt runs past the outage's bound.
@@ -193,12 +198,13 @@ impl Acquisition {
                 }
             };
             match attempt {
-                Ok(Attempt::Acquired(token)) => {
+                Ok(Attempt::Acquired(grant)) => {
+                    let token = grant.token;
                     // The lease counts from this attempt, also when the store
                     // answered with a lease an earlier one took (it restarts it).
                     // A store in this process answered at once.
                     if !backend.answers_in_place()
-                        && Instant::now() >= deadline_after(sent, self.ttl)
+                        && Instant::now() >= deadline_after(sent, grant.ttl)
                     {
                         // The answer came too late to be of use (this process
                         // or the store stalled): give it back and go on.
@@ -208,9 +214,9 @@ impl Acquisition {
                     }
                     let owner = undo.disarm();
                     let turn = HeldTurn::Owned(turn);
-                    let guard = self.hold(Grant {
+                    let guard = self.hold(Taken {
                         owner,
-                        token,
+                        grant,
                         turn,
                         sent,
                     });
@@ -224,9 +230,10 @@ impl Acquisition {
                     telemetry::acquired(started);
                     return Ok(guard);
                 }
-                Ok(Attempt::Held { remaining }) => {
-                    // Another owner holds it: no attempt of ours took it.
-                    undo.in_doubt = false;
+                Ok(attempt @ (Attempt::Held { remaining } | Attempt::Queued { remaining })) => {
+                    // Held: no attempt of ours took it. Queued: our ticket
+                    // stands in the store, withdrawn if we give up.
+                    undo.in_doubt = matches!(attempt, Attempt::Queued { .. });
                     outage = None;
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
@@ -252,15 +259,16 @@ impl Acquisition {
         }
     }
 
-    /// The guard of a lease just granted, its watchdog scheduled.
-    fn hold(&self, grant: Grant) -> LockGuard {
-        let Grant {
+    /// The guard of a lease just granted, its watchdog scheduled: its
+    /// deadline and renewals follow the ttl the store granted.
+    fn hold(&self, taken: Taken) -> LockGuard {
+        let Taken {
             owner,
-            token,
+            grant,
             turn,
             sent,
-        } = grant;
-        let ttl = self.ttl;
+        } = taken;
+        let (token, ttl) = (grant.token, grant.ttl);
         let plan = watchdog::Plan {
             renew: self.watchdog,
             hold_until: self.locker.inner.config.max_hold.map(|h| sent + h),
@@ -271,6 +279,7 @@ impl Acquisition {
             lines: Arc::clone(&inner.lines),
             locker_id: inner.id,
             keys: self.keys.clone(),
+            claim: self.claim,
             owner,
             token,
             ttl,

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::backend::Claim;
 use crate::lease::LossReason;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
@@ -192,6 +193,19 @@ pub enum LockError {
         key: String,
     },
 
+    /// The store cannot keep this kind of lock (a claim it does not
+    /// support). Nothing was sent. Use a store that keeps it, or another
+    /// kind of lock.
+    #[error("{store} does not support {claim} locks (lock `{key}`)")]
+    Unsupported {
+        /// The user key.
+        key: String,
+        /// The kind of lock asked for.
+        claim: Claim,
+        /// The store ([`Backend::describe`](crate::Backend::describe)).
+        store: String,
+    },
+
     /// A configuration value is unusable.
     #[error("invalid lock configuration: {what}: {reason}")]
     InvalidConfig {
@@ -355,6 +369,11 @@ mod tests {
                 limit: 100,
             },
             LockError::NotInstalled { key: key() },
+            LockError::Unsupported {
+                key: key(),
+                claim: crate::backend::Claim::Fair,
+                store: "memory".into(),
+            },
             LockError::invalid_config("ttl", "10ms is shorter than the minimum of 30ms"),
         ]
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Claim};
 use crate::error::LockError;
 use crate::keys::StoredKeys;
 use crate::line::{HeldTurn, Lines};
@@ -60,8 +60,11 @@ pub(crate) struct LeaseState {
     /// Which Locker took it (a task's scope is reentrant per Locker).
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
+    /// What the lease is of (renewals and the release name it).
+    pub(crate) claim: Claim,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
+    /// The ttl the store granted.
     pub(crate) ttl: Duration,
     deadline: Mutex<Instant>,
     status: Mutex<Status>,
@@ -88,6 +91,7 @@ pub(crate) struct LeaseParts {
     pub(crate) lines: Arc<Lines>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
+    pub(crate) claim: Claim,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
@@ -102,6 +106,7 @@ impl LeaseState {
             lines: parts.lines,
             locker_id: parts.locker_id,
             keys: parts.keys,
+            claim: parts.claim,
             owner: parts.owner,
             token: parts.token,
             ttl: parts.ttl,
@@ -186,7 +191,7 @@ impl LeaseState {
     pub(crate) async fn release_in_store(self: &Arc<Self>) -> Result<bool, StoreError> {
         let outcome = self
             .backend()
-            .release(&self.keys, self.owner.as_str())
+            .release(&self.keys, self.claim, self.owner.as_str())
             .await;
         self.record_release(&outcome);
         if let Err(err) = &outcome
@@ -198,7 +203,8 @@ impl LeaseState {
             let runs_out = lease.deadline() + drift(lease.ttl);
             runtime.spawn(async move {
                 let owner = lease.owner.as_str();
-                match retry::release_until(lease.backend(), &lease.keys, owner, runs_out).await {
+                let (backend, keys, claim) = (lease.backend(), &lease.keys, lease.claim);
+                match retry::release_until(backend, keys, claim, owner, runs_out).await {
                     Some(outcome) => lease.record_release(&outcome),
                     None => tracing::debug!(key = %lease.keys.user(), token = %lease.token, "release not confirmed; the lease runs out at its ttl"),
                 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::LockGuard;
-use crate::backend::{Backend, MemoryBackend, RedisBackend};
+use crate::backend::{Backend, Claim, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::{StoredKeys, validate_namespace};
 use crate::line::Lines;
@@ -361,7 +361,12 @@ impl LockerBuilder {
         // it runs what every lock runs (a script on the namespace's keys).
         let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;
         backend
-            .renew(&probe, "lock-core:connection-check", MIN_TTL)
+            .renew(
+                &probe,
+                Claim::Exclusive,
+                "lock-core:connection-check",
+                MIN_TTL,
+            )
             .await
             .map_err(|err| failed(err.unknown(false)))?;
         tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");

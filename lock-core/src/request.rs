@@ -5,6 +5,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::acquire::Acquisition;
+use crate::backend::Claim;
 use crate::error::LockError;
 use crate::future::LockFuture;
 use crate::guard::LockGuard;
@@ -44,6 +45,7 @@ pub struct LockRequest {
     /// key's error is returned when the request is awaited; boxed, so
     /// that every request stays small).
     keys: Result<StoredKeys, Box<LockError>>,
+    claim: Claim,
     ttl: Duration,
     wait: Duration,
     watchdog: bool,
@@ -54,6 +56,7 @@ impl LockRequest {
         let config = &locker.inner.config;
         LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
+            claim: Claim::Exclusive,
             ttl: config.ttl,
             wait: config.wait,
             watchdog: config.watchdog,
@@ -81,6 +84,13 @@ impl LockRequest {
         self
     }
 
+    /// Asks for `claim` instead of an exclusive lease.
+    #[cfg(test)]
+    pub(crate) fn claim(mut self, claim: Claim) -> Self {
+        self.claim = claim;
+        self
+    }
+
     /// Tries once; `Ok(None)` when the lock is held elsewhere.
     pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
         self.wait = Duration::ZERO;
@@ -91,10 +101,21 @@ impl LockRequest {
         }
     }
 
-    /// The request with its key checked, or the key's error.
+    /// The request with its key and claim checked (before any store round
+    /// trip), or the error.
     pub(crate) fn checked(self) -> Result<Acquisition, LockError> {
+        let keys = self.keys.map_err(|err| *err)?;
+        let backend = &self.locker.inner.backend;
+        if !backend.supports(self.claim) {
+            return Err(LockError::Unsupported {
+                key: LockError::shown(keys.user()),
+                claim: self.claim,
+                store: backend.describe(),
+            });
+        }
         Ok(Acquisition {
-            keys: self.keys.map_err(|err| *err)?,
+            keys,
+            claim: self.claim,
             locker: self.locker,
             ttl: self.ttl,
             wait: self.wait,
@@ -111,3 +132,6 @@ impl IntoFuture for LockRequest {
         LockFuture::new(self)
     }
 }
+
+#[cfg(test)]
+mod tests;

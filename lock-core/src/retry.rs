@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Claim};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -48,6 +48,7 @@ const RELEASE_BACKOFF: Backoff =
 pub(crate) async fn release_until(
     backend: &dyn Backend,
     keys: &StoredKeys,
+    claim: Claim,
     owner: &str,
     runs_out: Instant,
 ) -> Option<Result<bool, StoreError>> {
@@ -58,7 +59,7 @@ pub(crate) async fn release_until(
             return None;
         }
         sleep_until(at).await;
-        match backend.release(keys, owner).await {
+        match backend.release(keys, claim, owner).await {
             Err(err) if err.is_transient() => {}
             outcome => return Some(outcome),
         }

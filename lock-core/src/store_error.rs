@@ -93,6 +93,11 @@ impl StoreError {
         }
     }
 
+    /// A request of a claim the store does not keep (not applied).
+    pub(crate) fn unsupported(claim: crate::backend::Claim) -> Self {
+        StoreError::permanent(format!("this store does not keep {claim} locks"))
+    }
+
     /// The request timed out after `after`: it may have been applied.
     pub fn timed_out(after: Duration) -> Self {
         StoreError::new(format!("no answer within {after:?}"), true)

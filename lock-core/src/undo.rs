@@ -57,17 +57,17 @@ impl<'a> UndoOnDrop<'a> {
             return;
         };
         let owner = std::mem::replace(owner, owner::next());
-        let keys = self.acquisition.keys.clone();
+        let (keys, claim) = (self.acquisition.keys.clone(), self.acquisition.claim);
         let backend = Arc::clone(&self.acquisition.locker.inner.backend);
         // The latest send of the acquire was before now: its lease ends by then.
         let runs_out = Instant::now() + self.acquisition.ttl;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let owner = owner.as_str();
-                if let Err(err) = backend.release(&keys, owner).await
+                if let Err(err) = backend.release(&keys, claim, owner).await
                     && err.is_transient()
                 {
-                    retry::release_until(&*backend, &keys, owner, runs_out).await;
+                    retry::release_until(&*backend, &keys, claim, owner, runs_out).await;
                 }
             });
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, MemoryBackend, RedisBackend, ReleaseSignal, StoreFuture};
+use lock_core::backend::{Attempt, Claim, MemoryBackend, RedisBackend, ReleaseSignal, StoreFuture};
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
 use crate::RedisServer;
@@ -130,15 +130,20 @@ impl Counting {
 }
 
 impl Backend for Counting {
+    fn supports(&self, claim: Claim) -> bool {
+        self.inner.supports(claim)
+    }
+
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         // Counted once answered, so a waiter seen at n attempts has its
         // answers in hand; an answer given in place stays in place.
-        let attempt = match self.inner.try_acquire(keys, owner, ttl).into_ready() {
+        let attempt = match self.inner.try_acquire(keys, claim, owner, ttl).into_ready() {
             Ok(outcome) => {
                 self.acquires.send_modify(|n| *n += 1);
                 return StoreFuture::ready(outcome);
@@ -156,20 +161,22 @@ impl Backend for Counting {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
-        self.inner.renew(keys, owner, ttl)
+        self.inner.renew(keys, claim, owner, ttl)
     }
 
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.releases.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(keys, owner)
+        self.inner.release(keys, claim, owner)
     }
 
     fn subscribe<'a>(

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
 use crate::sharded::Sharded;
@@ -163,7 +163,7 @@ impl MemoryBackend {
             if held.owner.is(owner) {
                 // Ours, from an earlier try of this acquire: it starts now.
                 held.expires = now + ttl;
-                return Ok(Attempt::Acquired(held.token));
+                return Ok(Attempt::Acquired(Grant::new(held.token, ttl)));
             }
             let remaining = held.expires.saturating_duration_since(now);
             return Ok(Attempt::Held {
@@ -179,7 +179,7 @@ impl MemoryBackend {
             expires: now + ttl,
         };
         state.leases.insert(keys.clone(), lease);
-        Ok(Attempt::Acquired(token))
+        Ok(Attempt::Acquired(Grant::new(token, ttl)))
     }
 
     fn renew_now(&self, keys: &StoredKeys, owner: &str, ttl: Duration) -> Result<bool, StoreError> {
@@ -237,27 +237,39 @@ impl Backend for MemoryBackend {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::ready(self.acquire_now(keys, owner, ttl))
+        StoreFuture::ready(match claim {
+            Claim::Exclusive => self.acquire_now(keys, owner, ttl),
+            other => Err(StoreError::unsupported(other)),
+        })
     }
 
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::ready(self.renew_now(keys, owner, ttl))
+        StoreFuture::ready(match claim {
+            Claim::Exclusive => self.renew_now(keys, owner, ttl),
+            other => Err(StoreError::unsupported(other)),
+        })
     }
 
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::ready(self.release_now(keys, owner))
+        StoreFuture::ready(match claim {
+            Claim::Exclusive => self.release_now(keys, owner),
+            other => Err(StoreError::unsupported(other)),
+        })
     }
 
     fn subscribe<'a>(

@@ -2,9 +2,13 @@
 //! [`RedisBackend`] and [`MemoryBackend`].
 //!
 //! A backend does four things with one lock, each atomically in its store:
-//! try to take the lease (minting a fencing token), renew it, release it,
-//! and tell waiters about releases. Everything above it - the guard, the
-//! watchdog, waiting, local queueing, reentrancy - is store-agnostic. The
+//! try to take a lease for a [`Claim`] (minting a fencing token), renew it,
+//! release it, and tell waiters about releases. It answers an attempt with
+//! a [`Grant`] (token, the ttl it gave, the segment), with "held", or with
+//! "queued": a ticket now stands in the store for the waiter, who refreshes
+//! it by asking again and withdraws it by releasing. Everything above it -
+//! the guard, the watchdog, waiting, local queueing, reentrancy - is
+//! store-agnostic. The
 //! three stored names of a lock share one Redis Cluster hash slot (see
 //! [`StoredKeys`]), so the Redis scripts also run on a cluster connection
 //! ([`RedisBackend::with_connection`]).
@@ -18,11 +22,12 @@ use tokio::sync::watch;
 
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
-use crate::token::FencingToken;
 
+mod claim;
 pub mod memory;
 pub mod redis;
 
+pub use self::claim::{Attempt, Claim, Grant};
 pub use self::memory::MemoryBackend;
 pub use self::redis::RedisBackend;
 
@@ -97,21 +102,6 @@ impl<T> std::fmt::Debug for StoreFuture<'_, T> {
     }
 }
 
-/// The outcome of one attempt to take a lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Attempt {
-    /// The lease is ours, with a freshly minted token. Also returned when
-    /// the lease is already held by the same owner value (a retried
-    /// request), with its token; its ttl then counts from this request.
-    Acquired(FencingToken),
-    /// Another owner holds the lease, which the store expects to end within
-    /// `remaining` (`None`: unknown).
-    Held {
-        /// Time left on the holder's lease.
-        remaining: Option<Duration>,
-    },
-}
-
 /// A subscription to the releases of one lock.
 ///
 /// Created before a waiter retries, so a release that happens between the
@@ -150,31 +140,44 @@ impl ReleaseSignal {
 /// Every method must be atomic in the store and must check the owner value,
 /// so that a delayed request of an old acquisition never touches a newer one.
 pub trait Backend: Send + Sync + 'static {
-    /// Takes the lease for `owner` for `ttl` if it is free, minting a token
-    /// greater than every token minted before for the key. Idempotent per
-    /// owner value: if `owner` already holds it (an earlier send of the same
-    /// request), answers its token and extends it to `ttl` from now.
+    /// Whether this store keeps `claim` (only what [`supports`](Self::supports)
+    /// allows is ever asked of the methods below). Every store keeps
+    /// [`Claim::Exclusive`].
+    fn supports(&self, claim: Claim) -> bool {
+        claim == Claim::Exclusive
+    }
+
+    /// Takes a lease of `claim` for `owner` for `ttl` if the key admits it,
+    /// minting a token greater than every token minted before for the key.
+    /// Idempotent per owner value: if `owner` already holds it (an earlier
+    /// send of the same request), answers its grant and extends it to `ttl`
+    /// from now; if `owner` has a ticket, refreshes it.
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>>;
 
-    /// Extends the lease to `ttl` from now if `owner` still holds it.
-    /// Returns `false` when the lease is gone or has another owner.
+    /// Extends `owner`'s lease of `claim` to `ttl` from now if it still
+    /// holds it. Returns `false` when the lease is gone or has another
+    /// owner.
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
-    /// Ends the lease if `owner` holds it and tells the waiters. Returns
-    /// `false` when `owner` did not hold it (nothing is changed then).
+    /// Ends `owner`'s lease (or withdraws its ticket) of `claim` and tells
+    /// the waiters. Returns `false` when `owner` held neither (nothing is
+    /// changed then).
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 

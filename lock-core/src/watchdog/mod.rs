@@ -66,9 +66,10 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, mut next: Instant) {
             lease.mark_lost(LossReason::NotRenewedInTime);
             return;
         }
-        let renewal = lease
-            .backend()
-            .renew(&lease.keys, lease.owner.as_str(), lease.ttl);
+        let renewal =
+            lease
+                .backend()
+                .renew(&lease.keys, lease.claim, lease.owner.as_str(), lease.ttl);
         let outcome = tokio::select! {
             biased;
             _ = sleep_until(deadline) => None,

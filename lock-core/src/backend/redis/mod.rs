@@ -14,7 +14,7 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
 use self::scripts::RENEW_SCRIPT;
-use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
@@ -248,7 +248,8 @@ fn lock_invocation<'s>(
 
 /// Reads the acquire script's reply: the token's digits when taken, else
 /// the integer `-1 - pttl` of the holder (`0`: a holder without expiry).
-fn acquire_outcome(reply: redis::Value) -> Result<Attempt, StoreError> {
+/// A lease is granted for the `ttl` asked.
+fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreError> {
     match reply {
         redis::Value::Int(held) => Ok(Attempt::Held {
             remaining: u64::try_from(-1 - held).ok().map(Duration::from_millis),
@@ -256,13 +257,21 @@ fn acquire_outcome(reply: redis::Value) -> Result<Attempt, StoreError> {
         redis::Value::BulkString(digits) => std::str::from_utf8(&digits)
             .ok()
             .and_then(|d| d.parse().ok())
-            .map(|token| Attempt::Acquired(FencingToken::new(token)))
+            .map(|token| Attempt::Acquired(Grant::new(FencingToken::new(token), ttl)))
             // The script ran: it may have taken the lease.
             .ok_or_else(|| StoreError::new(format!("unexpected token {digits:?}"), true)),
         other => Err(StoreError::new(
             format!("unexpected acquire reply {other:?}"),
             true,
         )),
+    }
+}
+
+/// The scripts keep exclusive leases only (see [`Backend::supports`]).
+fn exclusive_only(claim: Claim) -> Result<(), StoreError> {
+    match claim {
+        Claim::Exclusive => Ok(()),
+        other => Err(StoreError::unsupported(other)),
     }
 }
 
@@ -277,22 +286,27 @@ where
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
+            exclusive_only(claim)?;
             let operation = Operation::Acquire(millis(ttl));
-            acquire_outcome(self.lock_operation(operation, keys, owner).await?.reply)
+            let sent = self.lock_operation(operation, keys, owner).await?;
+            acquire_outcome(sent.reply, ttl)
         })
     }
 
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
+            exclusive_only(claim)?;
             let renewed: i64 = self
                 .lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                 .await?;
@@ -303,9 +317,11 @@ where
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
+            exclusive_only(claim)?;
             let sent = self.lock_operation(Operation::Release, keys, owner).await?;
             let released: i64 =
                 redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
@@ -364,12 +380,12 @@ mod tests {
 
     #[test]
     fn acquire_replies_are_read_as_token_or_remaining_time() {
-        let taken = acquire_outcome(Value::BulkString(b"1763800000000001".to_vec())).unwrap();
-        assert_eq!(
-            taken,
-            Attempt::Acquired(FencingToken::new(1_763_800_000_000_001))
-        );
-        let held = |ms: i64| acquire_outcome(Value::Int(ms)).unwrap();
+        let ttl = Duration::from_secs(30);
+        let read = |reply: Value| acquire_outcome(reply, ttl);
+        let taken = read(Value::BulkString(b"1763800000000001".to_vec())).unwrap();
+        let token = FencingToken::new(1_763_800_000_000_001);
+        assert_eq!(taken, Attempt::Acquired(Grant::new(token, ttl)));
+        let held = |ms: i64| read(Value::Int(ms)).unwrap();
         assert_eq!(held(0), Attempt::Held { remaining: None });
         assert_eq!(
             held(-1),
@@ -383,8 +399,8 @@ mod tests {
                 remaining: Some(Duration::from_millis(1500))
             }
         );
-        let garbled = acquire_outcome(Value::BulkString(b"12|w".to_vec())).unwrap_err();
+        let garbled = read(Value::BulkString(b"12|w".to_vec())).unwrap_err();
         assert!(garbled.outcome_unknown(), "{garbled}");
-        assert!(acquire_outcome(Value::Nil).is_err());
+        assert!(read(Value::Nil).is_err());
     }
 }

@@ -1,0 +1,130 @@
+//! What a lock asks of a store ([`Claim`]) and what the store answers
+//! ([`Attempt`], with a [`Grant`] when the lease is given).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::token::FencingToken;
+
+/// What one acquisition asks for on a key.
+///
+/// A [`Backend`](super::Backend) says which claims it can keep
+/// ([`Backend::supports`](super::Backend::supports)); a lock asking a store
+/// for a claim it cannot keep fails with
+/// [`LockError::Unsupported`](crate::LockError::Unsupported) before any
+/// request is sent, never with a weaker lock in its place.
+///
+/// ```
+/// use lock_core::backend::Claim;
+///
+/// assert_eq!(Claim::Permit { of: 4 }.to_string(), "semaphore");
+/// assert!(Claim::Exclusive.is_exclusive());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Claim {
+    /// One holder at a time, in no particular order (the plain lock).
+    Exclusive,
+    /// One holder at a time, granted in the order requests reached the
+    /// store.
+    Fair,
+    /// Shared with other readers; excludes a writer.
+    Read,
+    /// Excludes readers and other writers.
+    Write,
+    /// One of `of` permits (a semaphore).
+    Permit {
+        /// How many holders the key admits at once.
+        of: u32,
+    },
+    /// Any one free segment of `of` (a striped lock).
+    Segment {
+        /// How many segments the key has.
+        of: u32,
+    },
+}
+
+impl Claim {
+    /// Whether the claim excludes every other holder of the key.
+    pub fn is_exclusive(self) -> bool {
+        matches!(self, Claim::Exclusive | Claim::Fair | Claim::Write)
+    }
+}
+
+/// The kind's name, as in "memory does not support fair locks".
+impl fmt::Display for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Claim::Exclusive => f.write_str("exclusive"),
+            Claim::Fair => f.write_str("fair"),
+            Claim::Read => f.write_str("read"),
+            Claim::Write => f.write_str("write"),
+            Claim::Permit { .. } => f.write_str("semaphore"),
+            Claim::Segment { .. } => f.write_str("striped"),
+        }
+    }
+}
+
+/// A lease the store gave: its token, the ttl it actually runs for (a
+/// store may round or raise the one asked for: the local deadline and the
+/// watchdog use this one), and, for a [`Claim::Segment`], which segment.
+///
+/// ```
+/// use lock_core::FencingToken;
+/// use lock_core::backend::Grant;
+/// use std::time::Duration;
+///
+/// let grant = Grant::new(FencingToken::new(7), Duration::from_secs(30)).with_segment(2);
+/// assert_eq!((grant.token, grant.segment), (FencingToken::new(7), Some(2)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Grant {
+    /// Minted for this acquisition, above every earlier token of the key.
+    pub token: FencingToken,
+    /// How long the lease runs unless renewed.
+    pub ttl: Duration,
+    /// The segment held, for a [`Claim::Segment`].
+    pub segment: Option<u32>,
+}
+
+impl Grant {
+    /// A lease of `ttl` with `token`.
+    pub fn new(token: FencingToken, ttl: Duration) -> Self {
+        Grant {
+            token,
+            ttl,
+            segment: None,
+        }
+    }
+
+    /// The same grant, of segment `segment`.
+    pub fn with_segment(mut self, segment: u32) -> Self {
+        self.segment = Some(segment);
+        self
+    }
+}
+
+/// The outcome of one attempt to take a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The lease is ours. Also returned when the same owner value already
+    /// holds it (a retried request), with its token; its ttl then counts
+    /// from this request.
+    Acquired(Grant),
+    /// Others hold the key and nothing was stored for this request; the
+    /// key is expected to free up within `remaining` (`None`: unknown).
+    Held {
+        /// Time left on the holders' leases.
+        remaining: Option<Duration>,
+    },
+    /// Others hold the key, and this request now has a ticket in the store
+    /// (a place in a fair queue; an etcd key or ZooKeeper node): the
+    /// waiter must ask again, with the same owner value, within
+    /// `remaining` to keep it, and must release it if it gives up.
+    Queued {
+        /// When the ticket must be refreshed by at the latest.
+        remaining: Option<Duration>,
+    },
+}

@@ -1,0 +1,109 @@
+//! The store boundary as the acquisition path sees it: claims a store does
+//! not keep, and grants of another ttl than the one asked.
+
+use std::time::Duration;
+
+use crate::backend::{Attempt, Claim, MemoryBackend, ReleaseSignal, StoreFuture};
+use crate::keys::StoredKeys;
+use crate::{Backend, LockError, Locker, StoreError};
+
+#[tokio::test]
+async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
+    let locker = Locker::memory();
+    let held = locker.lock("k").await.unwrap();
+    // Held elsewhere, with a long wait: the answer comes at once.
+    let request = locker
+        .lock("k")
+        .claim(Claim::Fair)
+        .wait(Duration::from_secs(60));
+    let err = tokio::time::timeout(Duration::from_secs(5), request)
+        .await
+        .expect("an unsupported claim waited")
+        .unwrap_err();
+    assert!(
+        matches!(err, LockError::Unsupported { claim: Claim::Fair, ref key, .. } if key == "k"),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "memory does not support fair locks (lock `k`)"
+    );
+    let once = locker.lock("free").claim(Claim::Permit { of: 2 });
+    assert!(matches!(
+        once.try_once().await,
+        Err(LockError::Unsupported { .. })
+    ));
+    held.release().await.unwrap();
+}
+
+/// The memory store, keeping every lease at least `min` (as etcd keeps
+/// whole seconds above a minimum).
+struct AtLeast {
+    store: MemoryBackend,
+    min: Duration,
+}
+
+impl Backend for AtLeast {
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        self.store
+            .try_acquire(keys, claim, owner, ttl.max(self.min))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        self.store.renew(keys, claim, owner, ttl.max(self.min))
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        self.store.release(keys, claim, owner)
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        self.store.subscribe(keys)
+    }
+
+    fn answers_in_place(&self) -> bool {
+        true
+    }
+
+    fn describe(&self) -> String {
+        "memory, 2 s leases at least".to_owned()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_follows_the_ttl_the_store_granted() {
+    let min = Duration::from_secs(2);
+    let store = AtLeast {
+        store: MemoryBackend::new(),
+        min,
+    };
+    let locker = Locker::builder().backend(store).unwrap();
+    let asked = Duration::from_millis(200);
+    let guard = locker.lock("k").ttl(asked).watchdog(false).await.unwrap();
+    assert!(guard.expires_in() > asked, "{:?}", guard.expires_in());
+    // Past the ttl asked, within the one granted: still held.
+    tokio::time::advance(asked * 3).await;
+    assert!(guard.is_held());
+    tokio::time::advance(min).await;
+    assert!(!guard.is_held());
+}
