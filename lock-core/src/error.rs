@@ -206,6 +206,21 @@ pub enum LockError {
         store: String,
     },
 
+    /// The store holds this lock in a format another version of lock-core
+    /// wrote, which this one cannot read. The value is left alone, never
+    /// taken as free or as lost. Replicas that share a store must agree on
+    /// the format: finish rolling out one lock-core version (see the
+    /// README's compatibility rule).
+    #[error("lock `{key}` is stored in format {stored}; this lock-core reads format {ours}")]
+    UnknownFormat {
+        /// The user key.
+        key: String,
+        /// The stored value's format version (`0`: from before versions).
+        stored: u32,
+        /// The format this lock-core reads and writes.
+        ours: u32,
+    },
+
     /// A configuration value is unusable.
     #[error("invalid lock configuration: {what}: {reason}")]
     InvalidConfig {
@@ -242,6 +257,11 @@ impl LockError {
             Some(Refusal::PermissionDenied) => LockError::PermissionDenied {
                 key: Self::shown(key),
                 source,
+            },
+            Some(Refusal::UnknownFormat(stored)) => LockError::UnknownFormat {
+                key: Self::shown(key),
+                stored,
+                ours: crate::backend::redis::STORED_FORMAT,
             },
             None => LockError::Unavailable {
                 key: Self::shown(key),
@@ -369,6 +389,11 @@ mod tests {
                 limit: 100,
             },
             LockError::NotInstalled { key: key() },
+            LockError::UnknownFormat {
+                key: key(),
+                stored: 2,
+                ours: 1,
+            },
             LockError::Unsupported {
                 key: key(),
                 claim: crate::backend::Claim::Fair,

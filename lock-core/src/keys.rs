@@ -3,12 +3,17 @@
 //! A user key such as `order:42` becomes, under namespace `lock`:
 //!
 //! ```text
-//! lock:{order:42}:lease      `<owner>|<token>` of the current lease (PX ttl),
+//! lock:{order:42}:lease      `1|<owner>|<token>` of the current lease (PX ttl),
 //!                            `|w` appended once another client found it held
-//! lock:{order:42}:fence      newest token, only while it is ahead of the server clock
+//! lock:{order:42}:fence      `1|<token>`: the newest token, only while it is
+//!                            ahead of the server clock
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
 //! ```
+//!
+//! Every value starts with its format version (`1|`): a client that meets
+//! another version leaves the value alone and says so
+//! ([`LockError::UnknownFormat`](crate::LockError::UnknownFormat)).
 //!
 //! The braces are a Redis Cluster hash tag, so all three land in one slot.
 //! Every byte of the user key outside `[A-Za-z0-9-_.:/@=+,;]` is written as

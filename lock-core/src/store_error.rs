@@ -57,6 +57,9 @@ pub enum Refusal {
     PasswordRequired,
     /// The store's access rules deny a command, key or channel.
     PermissionDenied,
+    /// The store holds a lock value of this format version (`0`: none),
+    /// which this client cannot read.
+    UnknownFormat(u32),
 }
 
 impl StoreError {

@@ -147,7 +147,7 @@ async fn s03_reply_in_flight_past_the_lease() {
     // The server has answered and minted a token; its lease now runs out.
     let mut conn = lock.connection().await;
     let keys = Locker::memory().stored_keys("fault:0").unwrap();
-    // The lease value is `<owner>|<token>` (then `|w` once someone waits); read
+    // The lease value is `1|<owner>|<token>` (then `|w` once someone waits); read
     // it before the lease ends.
     let mut first: Option<u64> = None;
     for _ in 0..500 {
@@ -156,7 +156,7 @@ async fn s03_reply_in_flight_past_the_lease() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        first = lease.and_then(|value| value.split('|').nth(1)?.parse().ok());
+        first = lease.and_then(|value| value.split('|').nth(2)?.parse().ok());
         if first.is_some() {
             break;
         }

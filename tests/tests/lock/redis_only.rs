@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockError, Locker};
+use lock_core::{FencingToken, LockError, Locker, StoredKeys};
 use lock_testkit::{RedisServer, all_keys, assert_lost};
 
 use redis::AsyncCommands;
@@ -234,7 +234,10 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     let mut conn = server.connection().await;
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let lead = secs * 1_000_000 + micros + 3_000_000;
-    let _: () = conn.set_ex(keys.fence(), lead, 4).await.unwrap();
+    let _: () = conn
+        .set_ex(keys.fence(), format!("1|{lead}"), 4)
+        .await
+        .unwrap();
     let short = |locker: &Locker| {
         locker
             .lock("ahead")
@@ -806,4 +809,83 @@ async fn one_subscription_connection_per_locker() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A value written in another format (a replica on another lock-core
+/// version) is named with both versions and left alone: never taken as
+/// free, never released, and it fails only its own operation in a shared
+/// call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_of_another_format_are_named_and_left_alone() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let mut conn = server.connection().await;
+    let plant = |key: &str, name: fn(&StoredKeys) -> &str, value: &str| {
+        let keys = locker.stored_keys(key).unwrap();
+        (name(&keys).to_owned(), value.to_owned())
+    };
+    let cases = [
+        (plant("newer", StoredKeys::lease, "2|them:1:1|123"), 2),
+        (plant("older", StoredKeys::lease, "d1f0:77:5|123"), 0),
+        (plant("fence", StoredKeys::fence, "3|99"), 3),
+    ];
+    for ((name, value), _) in &cases {
+        let _: () = conn.set_ex(name, value, 30).await.unwrap();
+    }
+    for (key, ((name, value), stored)) in ["newer", "older", "fence"].into_iter().zip(&cases) {
+        // A long wait: the answer is the format, at once, not a timeout.
+        let attempt = locker.lock(key).wait(Duration::from_secs(30));
+        let err = tokio::time::timeout(Duration::from_secs(5), attempt)
+            .await
+            .expect("waited on a value of another format")
+            .unwrap_err();
+        assert!(
+            matches!(&err, LockError::UnknownFormat { key: k, stored: s, ours: 1 } if k == key && s == stored),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&format!("format {stored}")),
+            "{err}"
+        );
+        let left: String = conn.get(name).await.unwrap();
+        assert_eq!(&left, value, "the value was touched");
+    }
+    // Acquires sharing script calls (more at once than calls in flight):
+    // only those of planted keys fail.
+    for i in (0..64).step_by(4) {
+        let (name, value) = plant(&format!("newer:{i}"), StoredKeys::lease, "2|them:1:1|123");
+        let _: () = conn.set_ex(name, value, 30).await.unwrap();
+    }
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                let key = if i % 4 == 0 {
+                    format!("newer:{i}")
+                } else {
+                    format!("fine:{i}")
+                };
+                locker.try_lock(key).await
+            })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        match (i % 4, task.await.unwrap()) {
+            (0, Err(LockError::UnknownFormat { .. })) => {}
+            (0, other) => panic!("the planted key: {other:?}"),
+            (_, taken) => taken.unwrap().expect("free").release().await.unwrap(),
+        }
+    }
+    // A held lease rewritten in another format: its release says so and
+    // leaves it.
+    let guard = locker.lock("rewritten").await.unwrap();
+    let lease = locker.stored_keys("rewritten").unwrap().lease().to_owned();
+    let _: () = conn.set_ex(&lease, "2|them:1:1|5", 30).await.unwrap();
+    let err = guard.release().await.unwrap_err();
+    assert!(
+        matches!(err, LockError::UnknownFormat { stored: 2, .. }),
+        "{err}"
+    );
+    let left: String = conn.get(&lease).await.unwrap();
+    assert_eq!(left, "2|them:1:1|5");
 }

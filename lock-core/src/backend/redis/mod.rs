@@ -246,10 +246,29 @@ fn lock_invocation<'s>(
     invocation
 }
 
+/// The format version every stored value starts with (`1|`; see
+/// [`StoredKeys`]).
+pub(crate) const STORED_FORMAT: u32 = 1;
+
+/// A script's answer that it met a value of another format (left alone).
+fn other_format(reply: &redis::Value) -> Option<StoreError> {
+    let redis::Value::BulkString(bytes) = reply else {
+        return None;
+    };
+    let version = std::str::from_utf8(bytes.strip_prefix(b"format:")?).ok()?;
+    // An unreadable version is still not ours.
+    let stored = version.parse().unwrap_or(u32::MAX);
+    let message = format!("a lock value of format {version}; this client reads {STORED_FORMAT}");
+    Some(StoreError::refused(Refusal::UnknownFormat(stored), message))
+}
+
 /// Reads the acquire script's reply: the token's digits when taken, else
 /// the integer `-1 - pttl` of the holder (`0`: a holder without expiry).
 /// A lease is granted for the `ttl` asked.
 fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreError> {
+    if let Some(err) = other_format(&reply) {
+        return Err(err);
+    }
     match reply {
         redis::Value::Int(held) => Ok(Attempt::Held {
             remaining: u64::try_from(-1 - held).ok().map(Duration::from_millis),
@@ -307,9 +326,14 @@ where
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             exclusive_only(claim)?;
-            let renewed: i64 = self
+            let reply: redis::Value = self
                 .lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                 .await?;
+            if let Some(err) = other_format(&reply) {
+                return Err(err);
+            }
+            let renewed: i64 =
+                redis::from_redis_value(reply).map_err(|e| StoreError::new(e, true))?;
             Ok(renewed == 1)
         })
     }
@@ -323,6 +347,9 @@ where
         StoreFuture::new(async move {
             exclusive_only(claim)?;
             let sent = self.lock_operation(Operation::Release, keys, owner).await?;
+            if let Some(err) = other_format(&sent.reply) {
+                return Err(err);
+            }
             let released: i64 =
                 redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
             match (released, sent.maybe_twice) {
@@ -399,6 +426,8 @@ mod tests {
                 remaining: Some(Duration::from_millis(1500))
             }
         );
+        let other = read(Value::BulkString(b"format:2".to_vec())).unwrap_err();
+        assert_eq!(other.refusal(), Some(&Refusal::UnknownFormat(2)));
         let garbled = read(Value::BulkString(b"12|w".to_vec())).unwrap_err();
         assert!(garbled.outcome_unknown(), "{garbled}");
         assert!(read(Value::Nil).is_err());

@@ -1,25 +1,32 @@
 -- Takes a lease, or says how long its holder keeps it.
 --
--- KEYS[1]  the lease, valued `<owner>|<token>` (then `|w` once a waiter
+-- KEYS[1]  the lease, valued `1|<owner>|<token>` (then `|w` once a waiter
 --          found it held), with a PX expiry
--- KEYS[2]  the token record, present only while the newest token is ahead
---          of the server clock
+-- KEYS[2]  the token record `1|<token>`, present only while the newest
+--          token is ahead of the server clock
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms
 --
+-- Every stored value starts with its format version, `1|`.
+--
 -- Replies the token (digits) when taken, else the integer `-1 - pttl` of
--- the holder (`0` for a holder without expiry). The same owner gets its own
--- token back, its lease restarted: the answer to an earlier send of the same
--- request that was lost on the way.
+-- the holder (`0` for a holder without expiry), or `format:<version>` for
+-- a value of another format (`0`: none), which it leaves alone. The same
+-- owner gets its own token back, its lease restarted: the answer to an
+-- earlier send of the same request that was lost on the way.
 local lease, fence, owner, ttl = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local n = #owner
+local mine = '1|' .. owner .. '|'
 local found = redis.call('MGET', lease, fence)
-local holder = found[1]
+local holder, last = found[1], found[2]
+for _, value in ipairs({holder or '1|', last or '1|'}) do
+  if string.sub(value, 1, 2) ~= '1|' then
+    return 'format:' .. (string.match(value, '^(%d+)|') or '0')
+  end
+end
 if holder then
-  -- 124 is `|`.
-  if string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner then
+  if string.sub(holder, 1, #mine) == mine then
     -- A write, so that WAIT on this connection covers the lease too.
     redis.call('PEXPIRE', lease, ttl)
-    return string.match(holder, '^%d+', n + 2)
+    return string.match(holder, '^%d+', #mine + 1)
   end
   -- The waiter mark (119 is `w`) makes the release publish; APPEND keeps
   -- the lease's expiry.
@@ -30,16 +37,15 @@ end
 -- (cheaper than parsing and printing them back).
 local t = redis.call('TIME')
 local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-local last = found[2]
 if last then
   -- A token record leads the clock: go one past it, and keep a record for
   -- as long as the new token could outlive its lease ahead of the clock.
   local at = tonumber(token)
-  local next = math.max(at, tonumber(last) + 1)
+  local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
   token = string.format('%.0f', next)
   if next >= at + tonumber(ttl) * 1000 then
-    redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
+    redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
   end
 end
-redis.call('SET', lease, owner .. '|' .. token, 'PX', ttl)
+redis.call('SET', lease, mine .. token, 'PX', ttl)
 return token

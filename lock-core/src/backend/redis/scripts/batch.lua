@@ -8,21 +8,30 @@
 --          (release)
 --
 -- TIME is read once per call, by the first operation that needs it; a
--- token record keeps tokens of one key rising within a call.
+-- token record keeps tokens of one key rising within a call. A value of
+-- another format is left alone, and its operation answered
+-- `format:<version>` (the others go on).
 local t, clock, now
 local out = {}
 for i = 1, #KEYS / 2 do
   local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local owner, extra = ARGV[3 * i - 1], ARGV[3 * i]
-  local n = #owner
+  local mine = '1|' .. owner .. '|'
   local r
   if ARGV[3 * i - 2] == 'a' then
     local found = redis.call('MGET', lease, fence)
-    local holder = found[1]
-    if holder then
-      if string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner then
+    local holder, last = found[1], found[2]
+    for _, value in ipairs({holder or '1|', last or '1|'}) do
+      if not r and string.sub(value, 1, 2) ~= '1|' then
+        r = 'format:' .. (string.match(value, '^(%d+)|') or '0')
+      end
+    end
+    if r then
+      -- Another format: left alone.
+    elseif holder then
+      if string.sub(holder, 1, #mine) == mine then
         redis.call('PEXPIRE', lease, extra)
-        r = string.match(holder, '^%d+', n + 2)
+        r = string.match(holder, '^%d+', #mine + 1)
       else
         if string.byte(holder, -1) ~= 119 then redis.call('APPEND', lease, '|w') end
         r = -1 - redis.call('PTTL', lease)
@@ -33,21 +42,22 @@ for i = 1, #KEYS / 2 do
         clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
       end
       local token = clock
-      local last = found[2]
       if last then
         local at = tonumber(clock)
-        local next = math.max(at, tonumber(last) + 1)
+        local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
         token = string.format('%.0f', next)
         if next >= at + tonumber(extra) * 1000 then
-          redis.call('SET', fence, token, 'PX', math.floor((next - at) / 1000) + 1)
+          redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
         end
       end
-      redis.call('SET', lease, owner .. '|' .. token, 'PX', extra)
+      redis.call('SET', lease, mine .. token, 'PX', extra)
       r = token
     end
   else
     local holder = redis.call('GET', lease)
-    if not holder or not (string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner) then
+    if holder and string.sub(holder, 1, 2) ~= '1|' then
+      r = 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+    elseif not holder or string.sub(holder, 1, #mine) ~= mine then
       r = 0
     else
       if string.byte(holder, -1) == 119 then redis.call('PUBLISH', extra, '1') end
@@ -56,9 +66,9 @@ for i = 1, #KEYS / 2 do
         if not t then t = redis.call('TIME') end
         now = tonumber(t[1]) * 1000000 + tonumber(t[2])
       end
-      local token = tonumber(string.match(holder, '^%d+', n + 2))
+      local token = tonumber(string.match(holder, '^%d+', #mine + 1))
       if token >= now then
-        redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+        redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
       end
       r = 1
     end

@@ -4,11 +4,16 @@
 -- ARGV[1]  the owner value; ARGV[2] the release channel
 --
 -- Replies 1 if released, 0 if the owner does not hold the lease (nothing
--- is changed then).
+-- is changed then), or `format:<version>` for a lease of another format
+-- (see acquire.lua), which it leaves alone.
 local lease, fence, owner, channel = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local n = #owner
+local mine = '1|' .. owner .. '|'
 local holder = redis.call('GET', lease)
-if not holder or not (string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == owner) then
+if not holder then return 0 end
+if string.sub(holder, 1, #mine) ~= mine then
+  if string.sub(holder, 1, 2) ~= '1|' then
+    return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+  end
   return 0
 end
 -- Only a lease a waiter found (`|w`) publishes: an uncontended lock costs
@@ -18,9 +23,9 @@ if string.byte(holder, -1) == 119 then redis.call('PUBLISH', channel, '1') end
 redis.call('DEL', lease)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = tonumber(string.match(holder, '^%d+', n + 2))
+local token = tonumber(string.match(holder, '^%d+', #mine + 1))
 -- Released while still ahead of the clock: the next token must pass it.
 if token >= now then
-  redis.call('SET', fence, string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
+  redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
 end
 return 1

@@ -3,10 +3,15 @@
 -- KEYS[1]  the lease (see acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms
 --
--- Replies 1 if renewed, 0 if the lease is gone or has another owner.
+-- Replies 1 if renewed, 0 if the lease is gone or has another owner, or
+-- `format:<version>` for a lease of another format (see acquire.lua).
 local holder = redis.call('GET', KEYS[1])
-local n = #ARGV[1]
-if not holder or not (string.byte(holder, n + 1) == 124 and string.sub(holder, 1, n) == ARGV[1]) then
+if not holder then return 0 end
+local mine = '1|' .. ARGV[1] .. '|'
+if string.sub(holder, 1, #mine) ~= mine then
+  if string.sub(holder, 1, 2) ~= '1|' then
+    return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+  end
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
