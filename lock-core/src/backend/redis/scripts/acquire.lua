@@ -14,19 +14,18 @@
 -- owner gets its own token back, its lease restarted: the answer to an
 -- earlier send of the same request that was lost on the way.
 local lease, fence, owner, ttl = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local mine = '1|' .. owner .. '|'
+local n = #owner
 local found = redis.call('MGET', lease, fence)
 local holder, last = found[1], found[2]
-for _, value in ipairs({holder or '1|', last or '1|'}) do
-  if string.sub(value, 1, 2) ~= '1|' then
-    return 'format:' .. (string.match(value, '^(%d+)|') or '0')
-  end
-end
+-- 49 is `1`, 124 is `|`: byte compares, cheaper than building strings.
+local other = (holder and (string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124) and holder)
+  or (last and (string.byte(last, 1) ~= 49 or string.byte(last, 2) ~= 124) and last)
+if other then return 'format:' .. (string.match(other, '^(%d+)|') or '0') end
 if holder then
-  if string.sub(holder, 1, #mine) == mine then
+  if string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner then
     -- A write, so that WAIT on this connection covers the lease too.
     redis.call('PEXPIRE', lease, ttl)
-    return string.match(holder, '^%d+', #mine + 1)
+    return string.match(holder, '^%d+', n + 4)
   end
   -- The waiter mark (119 is `w`) makes the release publish; APPEND keeps
   -- the lease's expiry.
@@ -47,5 +46,5 @@ if last then
     redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
   end
 end
-redis.call('SET', lease, mine .. token, 'PX', ttl)
+redis.call('SET', lease, '1|' .. owner .. '|' .. token, 'PX', ttl)
 return token

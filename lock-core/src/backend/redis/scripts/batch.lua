@@ -16,22 +16,21 @@ local out = {}
 for i = 1, #KEYS / 2 do
   local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local owner, extra = ARGV[3 * i - 1], ARGV[3 * i]
-  local mine = '1|' .. owner .. '|'
+  local n = #owner
   local r
   if ARGV[3 * i - 2] == 'a' then
     local found = redis.call('MGET', lease, fence)
     local holder, last = found[1], found[2]
-    for _, value in ipairs({holder or '1|', last or '1|'}) do
-      if not r and string.sub(value, 1, 2) ~= '1|' then
-        r = 'format:' .. (string.match(value, '^(%d+)|') or '0')
-      end
-    end
+    -- 49 is `1`, 124 is `|`.
+    local other = (holder and (string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124) and holder)
+      or (last and (string.byte(last, 1) ~= 49 or string.byte(last, 2) ~= 124) and last)
+    if other then r = 'format:' .. (string.match(other, '^(%d+)|') or '0') end
     if r then
       -- Another format: left alone.
     elseif holder then
-      if string.sub(holder, 1, #mine) == mine then
+      if string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner then
         redis.call('PEXPIRE', lease, extra)
-        r = string.match(holder, '^%d+', #mine + 1)
+        r = string.match(holder, '^%d+', n + 4)
       else
         if string.byte(holder, -1) ~= 119 then redis.call('APPEND', lease, '|w') end
         r = -1 - redis.call('PTTL', lease)
@@ -50,14 +49,14 @@ for i = 1, #KEYS / 2 do
           redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
         end
       end
-      redis.call('SET', lease, mine .. token, 'PX', extra)
+      redis.call('SET', lease, '1|' .. owner .. '|' .. token, 'PX', extra)
       r = token
     end
   else
     local holder = redis.call('GET', lease)
-    if holder and string.sub(holder, 1, 2) ~= '1|' then
+    if holder and (string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124) then
       r = 'format:' .. (string.match(holder, '^(%d+)|') or '0')
-    elseif not holder or string.sub(holder, 1, #mine) ~= mine then
+    elseif not (holder and string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner) then
       r = 0
     else
       if string.byte(holder, -1) == 119 then redis.call('PUBLISH', extra, '1') end
@@ -66,7 +65,7 @@ for i = 1, #KEYS / 2 do
         if not t then t = redis.call('TIME') end
         now = tonumber(t[1]) * 1000000 + tonumber(t[2])
       end
-      local token = tonumber(string.match(holder, '^%d+', #mine + 1))
+      local token = tonumber(string.match(holder, '^%d+', n + 4))
       if token >= now then
         redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
       end

@@ -7,13 +7,14 @@
 -- is changed then), or `format:<version>` for a lease of another format
 -- (see acquire.lua), which it leaves alone.
 local lease, fence, owner, channel = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local mine = '1|' .. owner .. '|'
+local n = #owner
 local holder = redis.call('GET', lease)
 if not holder then return 0 end
-if string.sub(holder, 1, #mine) ~= mine then
-  if string.sub(holder, 1, 2) ~= '1|' then
-    return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
-  end
+-- 49 is `1`, 124 is `|`.
+if string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124 then
+  return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+end
+if not (string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner) then
   return 0
 end
 -- Only a lease a waiter found (`|w`) publishes: an uncontended lock costs
@@ -23,7 +24,7 @@ if string.byte(holder, -1) == 119 then redis.call('PUBLISH', channel, '1') end
 redis.call('DEL', lease)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = tonumber(string.match(holder, '^%d+', #mine + 1))
+local token = tonumber(string.match(holder, '^%d+', n + 4))
 -- Released while still ahead of the clock: the next token must pass it.
 if token >= now then
   redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)

@@ -7,11 +7,12 @@
 -- `format:<version>` for a lease of another format (see acquire.lua).
 local holder = redis.call('GET', KEYS[1])
 if not holder then return 0 end
-local mine = '1|' .. ARGV[1] .. '|'
-if string.sub(holder, 1, #mine) ~= mine then
-  if string.sub(holder, 1, 2) ~= '1|' then
-    return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
-  end
+-- 49 is `1`, 124 is `|`.
+if string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124 then
+  return 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+end
+local n = #ARGV[1]
+if not (string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == ARGV[1]) then
   return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
