@@ -50,7 +50,9 @@ pub(crate) enum Next {
 
 /// An acquisition at the head of its local line.
 pub(crate) struct Head {
-    turn: Turn,
+    /// `None` for a claim that holders share (a semaphore's permit): it
+    /// takes no turn of the local line.
+    turn: Option<Turn>,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// `Some(remaining)` if the store already answered that another owner
@@ -113,7 +115,7 @@ impl Acquisition {
             // error): the general path asks again.
             _ => None,
         };
-        let turn = first.owned();
+        let turn = Some(first.owned());
         Next::Head(
             self,
             Head {
@@ -127,7 +129,7 @@ impl Acquisition {
     /// A reentrant guard (or the loss) if the calling task already holds
     /// this lock in a scope.
     fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
-        let lease = scope::held_by_task(self.locker.inner.id, self.keys.lease())?;
+        let lease = scope::held_by_task(self.locker.inner.id, self.keys.lease(), self.claim)?;
         Some(match lease.status() {
             Status::Lost(reason) => Err(lease.lost_error(reason)),
             _ => Ok(LockGuard::reentrant(lease)),
@@ -139,6 +141,16 @@ impl Acquisition {
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let started = Instant::now();
+        if !self.claim.is_exclusive() {
+            // The local line has one turn per key; shared claims go to the
+            // store each (a line of many turns is for later).
+            let head = Head {
+                turn: None,
+                started,
+                held: None,
+            };
+            return self.contend(head).await;
+        }
         let turn = match inner.lines.try_enter(&self.keys) {
             Ok(first) => Ok(first.owned()),
             Err(NoTurn::Busy) if !self.wait.is_zero() => {
@@ -156,7 +168,7 @@ impl Acquisition {
             },
         })?;
         let head = Head {
-            turn,
+            turn: Some(turn),
             started,
             held: None,
         };
@@ -213,7 +225,7 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let turn = HeldTurn::Owned(turn);
+                    let turn = turn.map_or(HeldTurn::Shared, HeldTurn::Owned);
                     let guard = self.hold(Taken {
                         owner,
                         grant,

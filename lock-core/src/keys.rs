@@ -9,6 +9,7 @@
 //!                            ahead of the server clock
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
+//! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
 //! ```
 //!
 //! Every value starts with its format version (`1|`): a client that meets
@@ -110,6 +111,13 @@ impl StoredKeys {
     /// The channel a release is published on.
     pub fn channel(&self) -> &str {
         &self.names[self.ends[2]..self.ends[3]]
+    }
+
+    /// A semaphore's permits (`<namespace>:{<key>}:permits`, in the lease's
+    /// slot), made when asked: only semaphores use it.
+    pub fn permits(&self) -> String {
+        let lease = self.lease();
+        format!("{}permits", &lease[..lease.len() - "lease".len()])
     }
 
     /// The lease name's hash (see [`KeyMap`]).

@@ -248,7 +248,7 @@ impl LeaseState {
         match turn {
             Some(HeldTurn::Owned(turn)) => drop(turn),
             Some(HeldTurn::InLine) => self.lines.leave(&self.keys),
-            None => {}
+            Some(HeldTurn::Shared) | None => {}
         }
     }
 

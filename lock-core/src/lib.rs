@@ -92,6 +92,7 @@ mod acquire;
 #[cfg(feature = "axum")]
 pub mod axum;
 pub mod backend;
+mod builder;
 mod error;
 pub mod fence;
 mod future;
@@ -115,6 +116,7 @@ mod undo;
 mod watchdog;
 
 pub use backend::Backend;
+pub use builder::LockerBuilder;
 pub use error::{LockError, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
@@ -124,11 +126,10 @@ pub use lease::{Lease, LossReason};
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 pub use locker::{
-    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker,
-    LockerBuilder, MIN_TTL,
+    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker, MIN_TTL,
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
-pub use request::LockRequest;
+pub use request::{LockRequest, MAX_COUNT};
 pub use scope::Scoped;
 pub use store_error::{Refusal, StoreError};
 pub use token::FencingToken;

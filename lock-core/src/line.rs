@@ -66,6 +66,8 @@ pub(crate) enum HeldTurn {
     /// The turn of the lease's keys in its Locker's lines, freed through
     /// the lines (no reference of its own to keep).
     InLine,
+    /// None: a claim that holders share takes no turn.
+    Shared,
 }
 
 impl Drop for Turn {

@@ -1,4 +1,4 @@
-//! [`Locker`] and its [`LockerBuilder`]: a backend plus defaults.
+//! [`Locker`]: a backend plus defaults, and the requests it makes.
 
 use std::fmt;
 use std::sync::Arc;
@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::LockGuard;
-use crate::backend::{Backend, Claim, MemoryBackend, RedisBackend};
-use crate::error::{LockError, Operation};
-use crate::keys::{StoredKeys, validate_namespace};
+use crate::backend::{Backend, Claim, MemoryBackend};
+use crate::builder::LockerBuilder;
+use crate::error::LockError;
+use crate::keys::StoredKeys;
 use crate::line::Lines;
 use crate::multi::LockAllRequest;
 use crate::request::LockRequest;
@@ -114,12 +115,10 @@ impl Locker {
 
     /// A builder for namespace, defaults, timeouts and bounds.
     pub fn builder() -> LockerBuilder {
-        LockerBuilder {
-            config: Config::default(),
-        }
+        LockerBuilder::new()
     }
 
-    fn from_parts(backend: Arc<dyn Backend>, config: Config) -> Locker {
+    pub(crate) fn from_parts(backend: Arc<dyn Backend>, config: Config) -> Locker {
         Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
@@ -137,6 +136,51 @@ impl Locker {
     /// [`LockError::InvalidKey`] when the request is awaited.
     pub fn lock(&self, key: impl AsRef<str>) -> LockRequest {
         LockRequest::new(self.clone(), key.as_ref())
+    }
+
+    /// A request for one of `permits` leases on `key` (a semaphore): at most
+    /// `permits` holders at once across every process, each with its own
+    /// lease, watchdog and token. Set options on the returned
+    /// [`LockRequest`], then `.await` it.
+    ///
+    /// Every process must name the same `permits` for a key: a request
+    /// naming another number while permits are held fails with
+    /// [`LockError::PermitsDisagree`]. `permits` must be 1 to 1024
+    /// ([`LockError::InvalidConfig`], before any store round trip).
+    ///
+    /// A permit's token fences per holder, not per resource: two holders
+    /// of one semaphore hold at once, so a store fenced on one key would
+    /// reject the holder with the older token. Fence each holder's own
+    /// work, or use a lock per resource.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let first = locker.semaphore("exports", 2).await?;
+    /// let second = locker.semaphore("exports", 2).await?;
+    /// assert!(locker.try_semaphore("exports", 2).await?.is_none()); // both in use
+    /// first.release().await?;
+    /// second.release().await
+    /// # }
+    /// ```
+    pub fn semaphore(&self, key: impl AsRef<str>, permits: u32) -> LockRequest {
+        self.lock(key).claim(Claim::Permit { of: permits })
+    }
+
+    /// Tries once for one of `permits` leases on `key`: `Ok(None)` when
+    /// all are held (see [`semaphore`](Self::semaphore)).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: see [`LockRequest`].
+    pub async fn try_semaphore(
+        &self,
+        key: impl AsRef<str>,
+        permits: u32,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.semaphore(key, permits).try_once().await
     }
 
     /// A request for every key of `keys`, held together or not at all:
@@ -216,175 +260,5 @@ impl fmt::Debug for Locker {
             .field("backend", &self.inner.backend.describe())
             .field("config", &self.inner.config)
             .finish()
-    }
-}
-
-/// Builds a [`Locker`] with non-default settings.
-///
-/// ```
-/// use lock_core::Locker;
-/// use std::time::Duration;
-///
-/// let locker = Locker::builder()
-///     .namespace("billing")
-///     .ttl(Duration::from_secs(10))
-///     .wait(Duration::from_secs(2))
-///     .max_hold(Duration::from_secs(600))
-///     .memory()
-///     .unwrap();
-/// assert_eq!(locker.namespace(), "billing");
-/// ```
-#[derive(Debug, Clone)]
-pub struct LockerBuilder {
-    config: Config,
-}
-
-impl LockerBuilder {
-    /// Prefix of every stored key (default `lock`): `A-Za-z0-9-_.:/`.
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.config.namespace = namespace.into();
-        self
-    }
-
-    /// Default lease length (default 30 s, at least 30 ms). The watchdog
-    /// renews every ttl/3; a holder that stops renewing loses the lock
-    /// within one ttl.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.config.ttl = ttl;
-        self
-    }
-
-    /// Default bound on waiting for a held lock (default 10 s; zero: try
-    /// once).
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.config.wait = wait;
-        self
-    }
-
-    /// Whether leases are renewed while held (default `true`).
-    pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.config.watchdog = watchdog;
-        self
-    }
-
-    /// Stop renewing a lease once it has been held this long (default: no
-    /// bound); the lease then runs out within one ttl and is reported lost.
-    pub fn max_hold(mut self, max_hold: Duration) -> Self {
-        self.config.max_hold = Some(max_hold);
-        self
-    }
-
-    /// Bound on tasks of this process waiting for one key (default
-    /// 100 000); past it, acquires fail at once with
-    /// [`LockError::TooManyWaiters`].
-    pub fn max_waiters_per_key(mut self, max: usize) -> Self {
-        self.config.max_waiters_per_key = max;
-        self
-    }
-
-    /// Bound on connecting and on each store request (default 2 s), a
-    /// second send after a broken connection included. A request that runs
-    /// out of it may have been applied; an acquire then releases by owner
-    /// value in the background. A waiting acquire goes on through store
-    /// errors (a restart, a cut connection) until the store has failed for
-    /// this long, then fails with [`LockError::Unavailable`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.config.timeout = timeout;
-        self
-    }
-
-    /// After each acquisition, wait up to `within` for `replicas` replicas
-    /// to have it (Redis `WAIT`); if fewer confirm, release and fail with
-    /// [`LockError::ReplicasNotConfirmed`] rather than hold a lock that a
-    /// failover would forget. `WAIT` occupies the shared connection while
-    /// it waits, so keep `within` short.
-    pub fn replicas(mut self, replicas: usize, within: Duration) -> Self {
-        self.config.replicas = Some((replicas, within));
-        self
-    }
-
-    fn validated(self) -> Result<Config, LockError> {
-        let config = self.config;
-        validate_namespace(&config.namespace)?;
-        if config.ttl < MIN_TTL {
-            return Err(LockError::invalid_config(
-                "ttl",
-                format!(
-                    "{:?} is shorter than the minimum of {MIN_TTL:?}",
-                    config.ttl
-                ),
-            ));
-        }
-        if config.max_waiters_per_key == 0 {
-            return Err(LockError::invalid_config(
-                "max_waiters_per_key",
-                "must be at least 1",
-            ));
-        }
-        if config.timeout.is_zero() {
-            return Err(LockError::invalid_config("timeout", "must be above zero"));
-        }
-        Ok(config)
-    }
-
-    /// A Locker on the embedded in-process backend.
-    pub fn memory(self) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        Ok(Locker::from_parts(Arc::new(MemoryBackend::new()), config))
-    }
-
-    /// A Locker on any [`Backend`].
-    pub fn backend(self, backend: impl Backend) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        Ok(Locker::from_parts(Arc::new(backend), config))
-    }
-
-    /// A Locker on the Redis server at `url`.
-    ///
-    /// One round trip checks the connection as a lock would use it (a
-    /// lock script on a key of the namespace), so that what no retry fixes
-    /// is an error here, not at the first lock:
-    /// [`InvalidUrl`](LockError::InvalidUrl),
-    /// [`UnsupportedScheme`](LockError::UnsupportedScheme),
-    /// [`AuthenticationFailed`](LockError::AuthenticationFailed),
-    /// [`PasswordRequired`](LockError::PasswordRequired) and
-    /// [`PermissionDenied`](LockError::PermissionDenied). A server that
-    /// cannot be reached within the timeout is
-    /// [`Unavailable`](LockError::Unavailable).
-    pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        let failed = |err| LockError::from_store("*", Operation::Connect, err);
-        let backend = RedisBackend::connect(url, config.timeout)
-            .await
-            .map_err(failed)?;
-        // Renewing a lease nobody holds changes nothing and answers `false`;
-        // it runs what every lock runs (a script on the namespace's keys).
-        let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;
-        backend
-            .renew(
-                &probe,
-                Claim::Exclusive,
-                "lock-core:connection-check",
-                MIN_TTL,
-            )
-            .await
-            .map_err(|err| failed(err.unknown(false)))?;
-        tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");
-        Ok(Locker::from_parts(Arc::new(backend), config))
-    }
-
-    /// Redis at `REDIS_URL` when it is set (an unreachable server is an
-    /// error, not a silent fallback), else the memory backend with a logged
-    /// warning.
-    pub async fn from_env(self) -> Result<Locker, LockError> {
-        match std::env::var("REDIS_URL") {
-            Ok(url) if !url.trim().is_empty() => self.redis(url.trim()).await,
-            _ => {
-                tracing::warn!(
-                    "REDIS_URL is not set: locks use the in-process backend and hold within this process only"
-                );
-                self.memory()
-            }
-        }
     }
 }

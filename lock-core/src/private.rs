@@ -21,6 +21,8 @@ pub struct Options {
     pub watchdog: Option<bool>,
     /// Reaction to a lost lease.
     pub on_lost: OnLost,
+    /// A semaphore of this many permits instead of a lock.
+    pub permits: Option<u32>,
 }
 
 /// Anything the `locker = <expr>` argument may yield.
@@ -97,7 +99,12 @@ pub async fn run<F: Future>(
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let guard = configure!(locker?.lock(key), options).await?;
+    let locker = locker?;
+    let request = match options.permits {
+        Some(permits) => locker.semaphore(key, permits),
+        None => locker.lock(key),
+    };
+    let guard = configure!(request, options).await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     let key = guard.key().to_owned();
     if let Err(err) = guard.release().await {

@@ -84,9 +84,20 @@ impl LockRequest {
         self
     }
 
-    /// Asks for `claim` instead of an exclusive lease.
-    #[cfg(test)]
+    /// Asks for `claim` instead of an exclusive lease; a count out of
+    /// bounds is an error when the request is awaited.
     pub(crate) fn claim(mut self, claim: Claim) -> Self {
+        let count = match claim {
+            Claim::Permit { of } => Some(("permits", of)),
+            Claim::Segment { of } => Some(("segments", of)),
+            _ => None,
+        };
+        if let Some((what, n)) = count
+            && !(1..=MAX_COUNT).contains(&n)
+        {
+            let reason = format!("{n} is not between 1 and {MAX_COUNT}");
+            self.keys = Err(Box::new(LockError::invalid_config(what, reason)));
+        }
         self.claim = claim;
         self
     }
@@ -123,6 +134,9 @@ impl LockRequest {
         })
     }
 }
+
+/// The most permits of a semaphore, or segments of a striped lock.
+pub const MAX_COUNT: u32 = 1024;
 
 impl IntoFuture for LockRequest {
     type Output = Result<LockGuard, LockError>;

@@ -14,6 +14,7 @@ use std::task::{Context, Poll};
 use pin_project::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
+use crate::backend::Claim;
 use crate::lease::LeaseState;
 use crate::token::FencingToken;
 
@@ -103,10 +104,17 @@ pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
     find(|lease| lease.keys.user() == key).map(|lease| lease.token)
 }
 
-/// The lease this task's scopes hold on `lease_key` through Locker
-/// `locker_id`, if any.
-pub(crate) fn held_by_task(locker_id: u64, lease_key: &str) -> Option<Arc<LeaseState>> {
-    find(|lease| lease.locker_id == locker_id && lease.keys.lease() == lease_key)
+/// The lease of `claim` this task's scopes hold on `lease_key` through
+/// Locker `locker_id`, if any (a read inside a write, say, is another
+/// claim).
+pub(crate) fn held_by_task(
+    locker_id: u64,
+    lease_key: &str,
+    claim: Claim,
+) -> Option<Arc<LeaseState>> {
+    find(|lease| {
+        lease.locker_id == locker_id && lease.claim == claim && lease.keys.lease() == lease_key
+    })
 }
 
 /// The innermost lease of this task's scopes that `matches`.

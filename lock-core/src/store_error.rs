@@ -60,6 +60,14 @@ pub enum Refusal {
     /// The store holds a lock value of this format version (`0`: none),
     /// which this client cannot read.
     UnknownFormat(u32),
+    /// A semaphore's holders use `stored` permits; this client asked for
+    /// `asked`.
+    PermitsDisagree {
+        /// The permits this request named.
+        asked: u32,
+        /// The permits the key's holders use.
+        stored: u32,
+    },
 }
 
 impl StoreError {
@@ -99,6 +107,13 @@ impl StoreError {
     /// A request of a claim the store does not keep (not applied).
     pub(crate) fn unsupported(claim: crate::backend::Claim) -> Self {
         StoreError::permanent(format!("this store does not keep {claim} locks"))
+    }
+
+    /// A semaphore request naming `asked` permits where the holders use
+    /// `stored` (not applied).
+    pub(crate) fn permits_disagree(asked: u32, stored: u32) -> Self {
+        let message = format!("the key's holders use {stored} permits, not {asked}");
+        StoreError::refused(Refusal::PermitsDisagree { asked, stored }, message)
     }
 
     /// The request timed out after `after`: it may have been applied.

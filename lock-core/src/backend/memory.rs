@@ -7,12 +7,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use self::permits::Permits;
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
 use crate::sharded::Sharded;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
+
+mod permits;
 
 /// Leases kept in this process.
 ///
@@ -50,6 +53,8 @@ struct Store {
 #[derive(Debug)]
 struct State {
     leases: KeyMap<HeldLease>,
+    /// Semaphores ([`Claim::Permit`]), apart from the exclusive leases.
+    permits: KeyMap<Permits>,
     channels: KeyMap<Channel>,
     attempts_since_sweep: usize,
     /// The newest token minted in this shard.
@@ -66,6 +71,7 @@ impl Default for State {
             .map_or(0, |d| d.as_micros() as u64);
         State {
             leases: KeyMap::default(),
+            permits: KeyMap::default(),
             channels: KeyMap::default(),
             attempts_since_sweep: 0,
             last_token: now,
@@ -135,6 +141,7 @@ impl State {
         if self.attempts_since_sweep >= SWEEP_EVERY {
             self.attempts_since_sweep = 0;
             self.leases.retain(|_, l| l.expires > now);
+            self.permits.retain(|_, p| !p.sweep(now));
         }
     }
 
@@ -212,6 +219,57 @@ impl MemoryBackend {
         Ok(ours)
     }
 
+    fn acquire_permit(
+        &self,
+        keys: &StoredKeys,
+        of: u32,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        state.sweep_if_due(now);
+        let State {
+            permits,
+            last_token,
+            ..
+        } = &mut *state;
+        let entry = permits
+            .entry(keys.clone())
+            .or_insert_with(|| Permits::new(of));
+        let attempt = entry.acquire(of, owner, ttl, now, || {
+            *last_token += 1;
+            FencingToken::new(*last_token)
+        });
+        if entry.sweep(now) {
+            permits.remove(keys);
+        }
+        attempt
+    }
+
+    fn renew_permit(&self, keys: &StoredKeys, owner: &str, ttl: Duration) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        let permits = state.permits.get_mut(keys);
+        permits.is_some_and(|p| p.renew(owner, ttl, now))
+    }
+
+    fn release_permit(&self, keys: &StoredKeys, owner: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.lock_state(keys);
+        let Some(permits) = state.permits.get_mut(keys) else {
+            return false;
+        };
+        let released = permits.release(owner, now);
+        if permits.sweep(now) {
+            state.permits.remove(keys);
+        }
+        if released {
+            state.publish(keys);
+        }
+        released
+    }
+
     fn subscribe_now(&self, keys: &StoredKeys) -> Result<ReleaseSignal, StoreError> {
         let shard = self.store.shards.shard_of(keys);
         let mut state = self.store.shards.lock(shard);
@@ -234,6 +292,10 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
+    fn supports(&self, claim: Claim) -> bool {
+        matches!(claim, Claim::Exclusive | Claim::Permit { .. })
+    }
+
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
@@ -243,6 +305,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.acquire_now(keys, owner, ttl),
+            Claim::Permit { of } => self.acquire_permit(keys, of, owner, ttl),
             other => Err(StoreError::unsupported(other)),
         })
     }
@@ -256,6 +319,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.renew_now(keys, owner, ttl),
+            Claim::Permit { .. } => Ok(self.renew_permit(keys, owner, ttl)),
             other => Err(StoreError::unsupported(other)),
         })
     }
@@ -268,6 +332,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.release_now(keys, owner),
+            Claim::Permit { .. } => Ok(self.release_permit(keys, owner)),
             other => Err(StoreError::unsupported(other)),
         })
     }

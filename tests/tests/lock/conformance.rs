@@ -9,7 +9,9 @@ use lock_testkit::{TestStore, assert_lost};
 use tokio::time::Instant;
 
 mod multi;
+mod semaphore;
 pub use multi::*;
+pub use semaphore::*;
 
 /// Generous slack on top of a contractual time bound (CI machines stall).
 pub(crate) const SLACK: Duration = Duration::from_millis(750);

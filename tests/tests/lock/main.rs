@@ -55,4 +55,7 @@ on_every_backend!(
     multi_lock_tokens_and_scope,
     multi_lock_loss_is_told,
     multi_lock_cancelled_gives_back_what_it_took,
+    semaphore_admits_its_permits_and_no_more,
+    semaphore_bound_holds_under_contention,
+    semaphore_permits_disagree_vanish_and_renew,
 );

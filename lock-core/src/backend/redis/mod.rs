@@ -13,7 +13,9 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
-use self::scripts::RENEW_SCRIPT;
+use self::scripts::{
+    PERMIT_ACQUIRE_SCRIPT, PERMIT_RELEASE_SCRIPT, PERMIT_RENEW_SCRIPT, RENEW_SCRIPT,
+};
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
@@ -196,6 +198,18 @@ where
 {
     /// Runs one lock script on the lease and token keys with `owner` and
     /// `extra` as arguments, within the timeout.
+    /// Runs `call` within the request bound (sent once more on a broken
+    /// connection, as [`within`] says).
+    async fn script<T: redis::FromRedisValue>(
+        &self,
+        call: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        let sent = self
+            .bounded(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await?;
+        Ok(sent.reply)
+    }
+
     async fn lock_script<T, A>(
         &self,
         script: &redis::Script,
@@ -286,12 +300,14 @@ fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreE
     }
 }
 
-/// The scripts keep exclusive leases only (see [`Backend::supports`]).
-fn exclusive_only(claim: Claim) -> Result<(), StoreError> {
-    match claim {
-        Claim::Exclusive => Ok(()),
-        other => Err(StoreError::unsupported(other)),
-    }
+/// The permits the holders use, if the permit script answered that they
+/// disagree with the request (`permits:<n>`).
+fn permits_answer(reply: &redis::Value) -> Option<u32> {
+    let redis::Value::BulkString(bytes) = reply else {
+        return None;
+    };
+    let stored = std::str::from_utf8(bytes.strip_prefix(b"permits:")?).ok()?;
+    Some(stored.parse().unwrap_or(0))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -302,6 +318,10 @@ impl<C> Backend for RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
+    fn supports(&self, claim: Claim) -> bool {
+        matches!(claim, Claim::Exclusive | Claim::Permit { .. })
+    }
+
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
@@ -310,10 +330,23 @@ where
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
-            exclusive_only(claim)?;
-            let operation = Operation::Acquire(millis(ttl));
-            let sent = self.lock_operation(operation, keys, owner).await?;
-            acquire_outcome(sent.reply, ttl)
+            let reply = match claim {
+                Claim::Exclusive => {
+                    let operation = Operation::Acquire(millis(ttl));
+                    self.lock_operation(operation, keys, owner).await?.reply
+                }
+                Claim::Permit { of } => {
+                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.permits());
+                    call.key(keys.fence()).arg(owner).arg(millis(ttl)).arg(of);
+                    let reply: redis::Value = self.script(&call).await?;
+                    if let Some(stored) = permits_answer(&reply) {
+                        return Err(StoreError::permits_disagree(of, stored));
+                    }
+                    reply
+                }
+                other => return Err(StoreError::unsupported(other)),
+            };
+            acquire_outcome(reply, ttl)
         })
     }
 
@@ -325,10 +358,18 @@ where
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
-            exclusive_only(claim)?;
-            let reply: redis::Value = self
-                .lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
-                .await?;
+            let reply: redis::Value = match claim {
+                Claim::Exclusive => {
+                    self.lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
+                        .await?
+                }
+                Claim::Permit { .. } => {
+                    let mut call = PERMIT_RENEW_SCRIPT.key(keys.permits());
+                    call.arg(owner).arg(millis(ttl));
+                    self.script(&call).await?
+                }
+                other => return Err(StoreError::unsupported(other)),
+            };
             if let Some(err) = other_format(&reply) {
                 return Err(err);
             }
@@ -345,8 +386,17 @@ where
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
-            exclusive_only(claim)?;
-            let sent = self.lock_operation(Operation::Release, keys, owner).await?;
+            let sent = match claim {
+                Claim::Exclusive => self.lock_operation(Operation::Release, keys, owner).await?,
+                Claim::Permit { .. } => {
+                    let mut call = PERMIT_RELEASE_SCRIPT.key(keys.permits());
+                    call.key(keys.fence()).arg(owner).arg(keys.channel());
+                    let invocation = &call;
+                    self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+                        .await?
+                }
+                other => return Err(StoreError::unsupported(other)),
+            };
             if let Some(err) = other_format(&sent.reply) {
                 return Err(err);
             }

@@ -2,7 +2,7 @@
 //! beside this one and built once into a `redis::Script` (EVALSHA, reloaded
 //! on NOSCRIPT by redis-rs).
 //!
-//! Keys of one lock: the lease, valued `<owner>|<token>` with a PX ttl, plus
+//! Keys of one lock: the lease, valued `1|<owner>|<token>` with a PX ttl, plus
 //! `|w` once another client has found it held (a waiter: only then does the
 //! release publish); and the token record, which exists only while the
 //! newest token is ahead of the server clock. Tokens are
@@ -19,6 +19,9 @@
 //! Lua allocation per call, so shared conditions are repeated in each file),
 //! no `string.format` on the common path, and a token built from TIME's
 //! digits instead of parsed and printed back.
+//!
+//! A semaphore keeps its permits in a hash beside the lease name (see
+//! `permit_acquire.lua`) and mints from the same token record.
 
 use std::sync::LazyLock;
 
@@ -39,3 +42,15 @@ pub(super) static RELEASE_SCRIPT: LazyLock<Script> =
 /// Acquires and releases of many locks in one call (`batch.lua`).
 pub(super) static BATCH_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/batch.lua")));
+
+/// Takes one of a semaphore's permits (`permit_acquire.lua`).
+pub(super) static PERMIT_ACQUIRE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/permit_acquire.lua")));
+
+/// Extends a permit its owner holds (`permit_renew.lua`).
+pub(super) static PERMIT_RENEW_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/permit_renew.lua")));
+
+/// Gives back a permit and tells waiters (`permit_release.lua`).
+pub(super) static PERMIT_RELEASE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/permit_release.lua")));

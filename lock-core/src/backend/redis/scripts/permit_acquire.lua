@@ -1,0 +1,64 @@
+-- Takes one of a semaphore's permits, or says how long until one frees up.
+--
+-- KEYS[1]  the permits: a hash of owner -> `1|<token>|<expiry in ms>`, and
+--          `#` -> `1|<permits>`, expiring with its last permit
+-- KEYS[2]  the token record `1|<token>` (see acquire.lua): one token line
+--          per key, shared with the key's other kinds of lock
+-- ARGV[1]  the owner value; ARGV[2] the ttl in ms; ARGV[3] the permits
+--
+-- Replies the token (digits) when taken (the owner's own, its permit
+-- restarted, if it holds one), else the integer `-1 - ms` until the first
+-- permit ends; `permits:<n>` when the holders use another number of
+-- permits, or `format:<version>` for a value of another format, changing
+-- nothing then.
+local permits, fence, owner = KEYS[1], KEYS[2], ARGV[1]
+local ttl, of = tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local all = redis.call('HGETALL', permits)
+local last = redis.call('GET', fence)
+local stored, live, soonest, mine, expired = nil, 0, nil, nil, {}
+for i = 1, #all, 2 do
+  local field, value = all[i], all[i + 1]
+  -- 49 is `1`, 124 is `|`.
+  if string.byte(value, 1) ~= 49 or string.byte(value, 2) ~= 124 then
+    return 'format:' .. (string.match(value, '^(%d+)|') or '0')
+  end
+  if field == '#' then
+    stored = tonumber(string.sub(value, 3))
+  else
+    local token, expiry = string.match(value, '^1|(%d+)|(%d+)$')
+    expiry = tonumber(expiry)
+    if expiry <= now then
+      expired[#expired + 1] = field
+    else
+      live = live + 1
+      if field == owner then mine = token end
+      if not soonest or expiry < soonest then soonest = expiry end
+    end
+  end
+end
+if last and (string.byte(last, 1) ~= 49 or string.byte(last, 2) ~= 124) then
+  return 'format:' .. (string.match(last, '^(%d+)|') or '0')
+end
+if #expired > 0 then redis.call('HDEL', permits, unpack(expired)) end
+if mine then
+  redis.call('HSET', permits, owner, '1|' .. mine .. '|' .. (now + ttl))
+  if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
+  return mine
+end
+if live > 0 and stored ~= of then return 'permits:' .. tostring(stored) end
+if live >= of then return -1 - (soonest - now) end
+-- Minted as acquire.lua does.
+local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+if last then
+  local at = tonumber(token)
+  local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
+  token = string.format('%.0f', next)
+  if next >= at + ttl * 1000 then
+    redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
+  end
+end
+redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl), '#', '1|' .. of)
+if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
+return token

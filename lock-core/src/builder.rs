@@ -1,0 +1,185 @@
+//! [`LockerBuilder`]: a [`Locker`] with non-default settings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::{Backend, Claim, MemoryBackend, RedisBackend};
+use crate::error::{LockError, Operation};
+use crate::keys::{StoredKeys, validate_namespace};
+use crate::locker::{Config, Locker, MIN_TTL};
+
+/// Builds a [`Locker`] with non-default settings.
+///
+/// ```
+/// use lock_core::Locker;
+/// use std::time::Duration;
+///
+/// let locker = Locker::builder()
+///     .namespace("billing")
+///     .ttl(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2))
+///     .max_hold(Duration::from_secs(600))
+///     .memory()
+///     .unwrap();
+/// assert_eq!(locker.namespace(), "billing");
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockerBuilder {
+    config: Config,
+}
+
+impl LockerBuilder {
+    pub(crate) fn new() -> Self {
+        LockerBuilder {
+            config: Config::default(),
+        }
+    }
+
+    /// Prefix of every stored key (default `lock`): `A-Za-z0-9-_.:/`.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.config.namespace = namespace.into();
+        self
+    }
+
+    /// Default lease length (default 30 s, at least 30 ms). The watchdog
+    /// renews every ttl/3; a holder that stops renewing loses the lock
+    /// within one ttl.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config.ttl = ttl;
+        self
+    }
+
+    /// Default bound on waiting for a held lock (default 10 s; zero: try
+    /// once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.config.wait = wait;
+        self
+    }
+
+    /// Whether leases are renewed while held (default `true`).
+    pub fn watchdog(mut self, watchdog: bool) -> Self {
+        self.config.watchdog = watchdog;
+        self
+    }
+
+    /// Stop renewing a lease once it has been held this long (default: no
+    /// bound); the lease then runs out within one ttl and is reported lost.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.config.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Bound on tasks of this process waiting for one key (default
+    /// 100 000); past it, acquires fail at once with
+    /// [`LockError::TooManyWaiters`].
+    pub fn max_waiters_per_key(mut self, max: usize) -> Self {
+        self.config.max_waiters_per_key = max;
+        self
+    }
+
+    /// Bound on connecting and on each store request (default 2 s), a
+    /// second send after a broken connection included. A request that runs
+    /// out of it may have been applied; an acquire then releases by owner
+    /// value in the background. A waiting acquire goes on through store
+    /// errors (a restart, a cut connection) until the store has failed for
+    /// this long, then fails with [`LockError::Unavailable`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config.timeout = timeout;
+        self
+    }
+
+    /// After each acquisition, wait up to `within` for `replicas` replicas
+    /// to have it (Redis `WAIT`); if fewer confirm, release and fail with
+    /// [`LockError::ReplicasNotConfirmed`] rather than hold a lock that a
+    /// failover would forget. `WAIT` occupies the shared connection while
+    /// it waits, so keep `within` short.
+    pub fn replicas(mut self, replicas: usize, within: Duration) -> Self {
+        self.config.replicas = Some((replicas, within));
+        self
+    }
+
+    fn validated(self) -> Result<Config, LockError> {
+        let config = self.config;
+        validate_namespace(&config.namespace)?;
+        if config.ttl < MIN_TTL {
+            return Err(LockError::invalid_config(
+                "ttl",
+                format!(
+                    "{:?} is shorter than the minimum of {MIN_TTL:?}",
+                    config.ttl
+                ),
+            ));
+        }
+        if config.max_waiters_per_key == 0 {
+            return Err(LockError::invalid_config(
+                "max_waiters_per_key",
+                "must be at least 1",
+            ));
+        }
+        if config.timeout.is_zero() {
+            return Err(LockError::invalid_config("timeout", "must be above zero"));
+        }
+        Ok(config)
+    }
+
+    /// A Locker on the embedded in-process backend.
+    pub fn memory(self) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        Ok(Locker::from_parts(Arc::new(MemoryBackend::new()), config))
+    }
+
+    /// A Locker on any [`Backend`].
+    pub fn backend(self, backend: impl Backend) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        Ok(Locker::from_parts(Arc::new(backend), config))
+    }
+
+    /// A Locker on the Redis server at `url`.
+    ///
+    /// One round trip checks the connection as a lock would use it (a
+    /// lock script on a key of the namespace), so that what no retry fixes
+    /// is an error here, not at the first lock:
+    /// [`InvalidUrl`](LockError::InvalidUrl),
+    /// [`UnsupportedScheme`](LockError::UnsupportedScheme),
+    /// [`AuthenticationFailed`](LockError::AuthenticationFailed),
+    /// [`PasswordRequired`](LockError::PasswordRequired) and
+    /// [`PermissionDenied`](LockError::PermissionDenied). A server that
+    /// cannot be reached within the timeout is
+    /// [`Unavailable`](LockError::Unavailable).
+    pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let failed = |err| LockError::from_store("*", Operation::Connect, err);
+        let backend = RedisBackend::connect(url, config.timeout)
+            .await
+            .map_err(failed)?;
+        // Renewing a lease nobody holds changes nothing and answers `false`;
+        // it runs what every lock runs (a script on the namespace's keys).
+        let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;
+        backend
+            .renew(
+                &probe,
+                Claim::Exclusive,
+                "lock-core:connection-check",
+                MIN_TTL,
+            )
+            .await
+            .map_err(|err| failed(err.unknown(false)))?;
+        tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");
+        Ok(Locker::from_parts(Arc::new(backend), config))
+    }
+
+    /// Redis at `REDIS_URL` when it is set (an unreachable server is an
+    /// error, not a silent fallback), else the memory backend with a logged
+    /// warning.
+    pub async fn from_env(self) -> Result<Locker, LockError> {
+        match std::env::var("REDIS_URL") {
+            Ok(url) if !url.trim().is_empty() => self.redis(url.trim()).await,
+            _ => {
+                tracing::warn!(
+                    "REDIS_URL is not set: locks use the in-process backend and hold within this process only"
+                );
+                self.memory()
+            }
+        }
+    }
+}
