@@ -7,12 +7,12 @@ use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
-use syn::{Expr, Ident, LitBool, LitStr, Path, Token};
+use syn::{Expr, Ident, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
-const NAMES: &str = "key, keys, ttl, wait, watchdog, locker, on_lost, crate";
+const NAMES: &str = "key, keys, permits, ttl, wait, watchdog, locker, on_lost, crate";
 
 /// A key template: the literal (for spans) and its pieces.
 pub(crate) type Template = (LitStr, Vec<Piece>);
@@ -28,6 +28,8 @@ pub(crate) struct LockArgs {
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
     pub(crate) on_lost: OnLost,
+    /// `permits = N`: a semaphore of N permits.
+    pub(crate) permits: Option<u32>,
     pub(crate) krate: Option<Path>,
 }
 
@@ -70,6 +72,7 @@ fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Resul
 impl Parse for LockArgs {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut keys: Option<(Ident, Vec<Template>)> = None;
+        let mut permits: Option<(Ident, u32)> = None;
         let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
             (None, None, None, None, None, None);
         let mut seen: Vec<String> = Vec::new();
@@ -117,6 +120,17 @@ impl Parse for LockArgs {
                         .collect::<syn::Result<_>>()?;
                     keys = Some((name.clone(), templates));
                 }
+                "permits" => {
+                    let lit: LitInt = input.parse()?;
+                    let n: u32 = lit.base10_parse()?;
+                    if !(1..=1024).contains(&n) {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "`permits` must be between 1 and 1024, e.g. permits = 4",
+                        ));
+                    }
+                    permits = Some((name.clone(), n));
+                }
                 "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
                 "wait" => wait = Some(duration_arg(input, "wait", true)?),
                 "watchdog" => watchdog = Some(input.parse::<LitBool>()?.value),
@@ -158,9 +172,19 @@ impl Parse for LockArgs {
                 "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")], or keys = [\"...\", \"...\"] for several",
             ));
         };
+        let all = given_as == "keys";
+        if let Some((name, _)) = &permits
+            && all
+        {
+            return Err(syn::Error::new(
+                name.span(),
+                "`permits` takes one `key`, not `keys`: a semaphore is on one key",
+            ));
+        }
         Ok(LockArgs {
             keys,
-            all: given_as == "keys",
+            all,
+            permits: permits.map(|(_, n)| n),
             ttl,
             wait,
             watchdog,

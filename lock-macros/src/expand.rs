@@ -225,6 +225,10 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         None => quote!(::core::option::Option::None),
     };
     let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
+    let permits = match args.permits {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
+    };
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
@@ -241,6 +245,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #krate::OnLost::#on_lost,
+                permits: #permits,
             };
             match #krate::__private::#run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's, so `?`

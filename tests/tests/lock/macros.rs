@@ -475,3 +475,36 @@ async fn keys_lock_every_account_without_deadlock() {
         .wait(Duration::ZERO);
     both.await.unwrap().release().await.unwrap();
 }
+
+/// At most two exports run at once, across Lockers.
+#[distributed_lock(key = "exports", permits = 2, locker = locker, wait = "30s")]
+async fn export(locker: &Locker, inside: &AtomicU32, most: &AtomicU32) -> Result<(), LockError> {
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_make_a_semaphore() {
+    let server = RedisServer::start();
+    let (inside, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let (locker, inside, most) = (redis_locker(&server).await, inside.clone(), most.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                export(&locker, &inside, &most).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("stuck")
+            .unwrap();
+    }
+    // Two at once, never three.
+    assert_eq!(most.load(Ordering::SeqCst), 2);
+}
