@@ -245,13 +245,20 @@ impl Acquisition {
                 Ok(attempt @ (Attempt::Held { remaining } | Attempt::Queued { remaining })) => {
                     // Held: no attempt of ours took it. Queued: our ticket
                     // stands in the store, withdrawn if we give up.
-                    undo.in_doubt = matches!(attempt, Attempt::Queued { .. });
+                    let queued = matches!(attempt, Attempt::Queued { .. });
+                    undo.in_doubt = queued;
                     outage = None;
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
+                    // A ticket is refreshed well before it would lapse.
+                    let wake = if queued {
+                        remaining.map(|r| r / 2)
+                    } else {
+                        remaining
+                    };
                     // Boxed like the local line: only a held lock gets here.
-                    let released = subscription.wait_for_release(&self, remaining, deadline);
+                    let released = subscription.wait_for_release(&self, wake, deadline);
                     Box::pin(released).await?;
                 }
                 Err(err) => {

@@ -69,9 +69,10 @@ impl LockerBuilder {
         self
     }
 
-    /// Bound on tasks of this process waiting for one key (default
-    /// 100 000); past it, acquires fail at once with
-    /// [`LockError::TooManyWaiters`].
+    /// Bound on tasks of this process waiting for one key's plain lock in
+    /// its local line (default 100 000); past it, acquires fail at once
+    /// with [`LockError::TooManyWaiters`]. Semaphore waiters take no place
+    /// in the line (see [`Locker::semaphore`]).
     pub fn max_waiters_per_key(mut self, max: usize) -> Self {
         self.config.max_waiters_per_key = max;
         self

@@ -208,9 +208,9 @@ pub enum LockError {
 
     /// The store holds this lock in a format another version of lock-core
     /// wrote, which this one cannot read. The value is left alone, never
-    /// taken as free or as lost. Replicas that share a store must agree on
-    /// the format: finish rolling out one lock-core version (see the
-    /// README's compatibility rule).
+    /// taken as free or as lost. Every instance of an application that
+    /// shares a store must agree on the format: finish rolling out one
+    /// lock-core version (see the README's compatibility rule).
     #[error("lock `{key}` is stored in format {stored}; this lock-core reads format {ours}")]
     UnknownFormat {
         /// The user key.

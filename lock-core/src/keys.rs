@@ -10,13 +10,15 @@
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
 //! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
+//!                            (only semaphores use it: a semaphore and a plain
+//!                            lock on one key do not exclude each other)
 //! ```
 //!
 //! Every value starts with its format version (`1|`): a client that meets
 //! another version leaves the value alone and says so
 //! ([`LockError::UnknownFormat`](crate::LockError::UnknownFormat)).
 //!
-//! The braces are a Redis Cluster hash tag, so all three land in one slot.
+//! The braces are a Redis Cluster hash tag, so all of them land in one slot.
 //! Every byte of the user key outside `[A-Za-z0-9-_.:/@=+,;]` is written as
 //! `%XX`, so `{`, `}`, glob characters (`* ? [ ] \`), whitespace, CRLF and
 //! NUL can neither move the key to another slot, nor widen a `SCAN` or ACL
@@ -97,7 +99,7 @@ impl StoredKeys {
         &self.names[..self.ends[0]]
     }
 
-    /// The lease key (holds `<owner>|<token>`).
+    /// The lease key (holds `1|<owner>|<token>`).
     pub fn lease(&self) -> &str {
         &self.names[self.ends[0]..self.ends[1]]
     }

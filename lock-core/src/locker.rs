@@ -151,7 +151,11 @@ impl Locker {
     /// A permit's token fences per holder, not per resource: two holders
     /// of one semaphore hold at once, so a store fenced on one key would
     /// reject the holder with the older token. Fence each holder's own
-    /// work, or use a lock per resource.
+    /// work, or use a lock per resource. A semaphore and a plain lock on
+    /// the same key do not exclude each other; the local line and its
+    /// [`max_waiters_per_key`](crate::LockerBuilder::max_waiters_per_key)
+    /// bound serve plain locks only, so each waiting task of a semaphore
+    /// asks the store itself.
     ///
     /// ```
     /// use lock_core::Locker;

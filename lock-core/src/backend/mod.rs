@@ -9,7 +9,7 @@
 //! it by asking again and withdraws it by releasing. Everything above it -
 //! the guard, the watchdog, waiting, local queueing, reentrancy - is
 //! store-agnostic. The
-//! three stored names of a lock share one Redis Cluster hash slot (see
+//! stored names of a lock share one Redis Cluster hash slot (see
 //! [`StoredKeys`]), so the Redis scripts also run on a cluster connection
 //! ([`RedisBackend::with_connection`]).
 

@@ -889,3 +889,29 @@ async fn values_of_another_format_are_named_and_left_alone() {
     let left: String = conn.get(&lease).await.unwrap();
     assert_eq!(left, "2|them:1:1|5");
 }
+
+/// Permits are held side by side: while the token record leads the clock,
+/// each new permit, and a lock on the key, still gets a token of its own
+/// above every earlier one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_minted_ahead_of_the_clock_never_repeat() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let keys = locker.stored_keys("ahead-permits").unwrap();
+    let mut conn = server.connection().await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let lead = secs * 1_000_000 + micros + 3_000_000;
+    let _: () = conn
+        .set_ex(keys.fence(), format!("1|{lead}"), 4)
+        .await
+        .unwrap();
+    let a = locker.semaphore("ahead-permits", 3).await.unwrap();
+    let b = locker.semaphore("ahead-permits", 3).await.unwrap();
+    let c = locker.lock("ahead-permits").await.unwrap();
+    let tokens = [a.token().get(), b.token().get(), c.token().get()];
+    assert!(tokens[0] > lead, "{tokens:?} <= {lead}");
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    for guard in [a, b, c] {
+        guard.release().await.unwrap();
+    }
+}

@@ -13,11 +13,8 @@ use super::SLACK;
 /// at once; a freed permit goes to a waiter; tokens keep rising per key.
 pub async fn semaphore_admits_its_permits_and_no_more(store: TestStore) {
     const PERMITS: u32 = 3;
-    let lockers = [
-        store.locker().await,
-        store.locker().await,
-        store.locker().await,
-    ];
+    let (waiting_side, counts) = store.locker_with(|l| l).await;
+    let lockers = [store.locker().await, waiting_side, store.locker().await];
     let plain = lockers[0].lock("pool").await.unwrap();
     let before = plain.token();
     plain.release().await.unwrap();
@@ -37,12 +34,18 @@ pub async fn semaphore_admits_its_permits_and_no_more(store: TestStore) {
         assert!(none.is_none(), "a fourth permit was granted");
     }
     let waiter = lockers[1].clone();
+    let tried = counts.acquires();
     let waiting = tokio::spawn(async move {
         waiter
             .semaphore("pool", PERMITS)
             .wait(Duration::from_secs(10))
             .await
     });
+    // Released once the waiter has found every permit held: it must be
+    // woken, not find one free on its first try.
+    tokio::time::timeout(SLACK * 4, counts.acquires_reach(tried + 1))
+        .await
+        .expect("the waiter never asked");
     held.remove(0).release().await.unwrap();
     let next = tokio::time::timeout(SLACK * 4, waiting)
         .await
@@ -99,9 +102,10 @@ pub async fn semaphore_bound_holds_under_contention(store: TestStore) {
 /// vanished holder's permit returns at its ttl; the watchdog keeps one.
 pub async fn semaphore_permits_disagree_vanish_and_renew(store: TestStore) {
     let (locker, counts) = store.locker_with(|l| l).await;
+    // Long enough that a stalled machine does not miss two renewals in a row.
     let kept = locker
         .semaphore("sized", 2)
-        .ttl(Duration::from_millis(600))
+        .ttl(Duration::from_millis(1500))
         .await
         .unwrap();
     let err = locker
@@ -128,8 +132,8 @@ pub async fn semaphore_permits_disagree_vanish_and_renew(store: TestStore) {
         );
     }
     assert_eq!(counts.acquires(), before, "a bad number reached the store");
-    // Renewed past several ttls, by its watchdog.
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Renewed past two ttls, by its watchdog.
+    tokio::time::sleep(Duration::from_millis(3300)).await;
     assert!(kept.is_held());
     let second = locker.semaphore("sized", 2).await.unwrap();
     assert!(locker.try_semaphore("sized", 2).await.unwrap().is_none());

@@ -11,13 +11,17 @@
 -- permit ends; `permits:<n>` when the holders use another number of
 -- permits, or `format:<version>` for a value of another format, changing
 -- nothing then.
+--
+-- Permits are held side by side, so a new token must pass the live ones
+-- too (a clock stepped back), and one minted ahead of the clock is always
+-- recorded: the next permit, or a lock on the key, mints above it.
 local permits, fence, owner = KEYS[1], KEYS[2], ARGV[1]
 local ttl, of = tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local all = redis.call('HGETALL', permits)
 local last = redis.call('GET', fence)
-local stored, live, soonest, mine, expired = nil, 0, nil, nil, {}
+local stored, live, soonest, mine, top, expired = nil, 0, nil, nil, 0, {}
 for i = 1, #all, 2 do
   local field, value = all[i], all[i + 1]
   -- 49 is `1`, 124 is `|`.
@@ -34,6 +38,7 @@ for i = 1, #all, 2 do
     else
       live = live + 1
       if field == owner then mine = token end
+      if tonumber(token) > top then top = tonumber(token) end
       if not soonest or expiry < soonest then soonest = expiry end
     end
   end
@@ -47,17 +52,17 @@ if mine then
   if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
   return mine
 end
-if live > 0 and stored ~= of then return 'permits:' .. tostring(stored) end
+-- Live permits without their number: not a hash these scripts wrote.
+if live > 0 and not stored then return 'format:0' end
+if live > 0 and stored ~= of then return 'permits:' .. stored end
 if live >= of then return -1 - (soonest - now) end
--- Minted as acquire.lua does.
 local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-if last then
-  local at = tonumber(token)
-  local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
+local at = tonumber(token)
+local next = math.max(at, top + 1)
+if last then next = math.max(next, tonumber(string.sub(last, 3)) + 1) end
+if next > at then
   token = string.format('%.0f', next)
-  if next >= at + ttl * 1000 then
-    redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
-  end
+  redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
 end
 redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl), '#', '1|' .. of)
 if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
