@@ -302,6 +302,7 @@ impl Acquisition {
             owner,
             token,
             ttl,
+            segment: grant.segment,
             deadline: deadline_after(sent, ttl),
             turn,
         });

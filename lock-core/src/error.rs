@@ -221,16 +221,19 @@ pub enum LockError {
         ours: u32,
     },
 
-    /// The semaphore's current holders were granted with another number of
-    /// permits than this request names. Every process must use one number
-    /// per key; the stored one changes once no permit is held.
-    #[error("semaphore `{key}` is held with {stored} permits; this request names {asked}")]
-    PermitsDisagree {
+    /// The current holders of a semaphore (or striped lock) were granted
+    /// with another number of permits (or segments) than this request
+    /// names. Every process must use one number per key; the stored one
+    /// changes once nothing is held.
+    #[error("lock `{key}` is held with {stored} {what}; this request names {asked}")]
+    SizeDisagrees {
         /// The user key.
         key: String,
-        /// The permits this request named.
+        /// `"permits"` or `"segments"`.
+        what: &'static str,
+        /// The number this request named.
         asked: u32,
-        /// The permits the key's holders were granted with.
+        /// The number the key's holders were granted with.
         stored: u32,
     },
 
@@ -271,8 +274,13 @@ impl LockError {
                 key: Self::shown(key),
                 source,
             },
-            Some(Refusal::PermitsDisagree { asked, stored }) => LockError::PermitsDisagree {
+            Some(Refusal::SizeDisagrees {
+                what,
+                asked,
+                stored,
+            }) => LockError::SizeDisagrees {
                 key: Self::shown(key),
+                what,
                 asked,
                 stored,
             },

@@ -96,6 +96,12 @@ impl LockGuard {
         self.lease.keys.user()
     }
 
+    /// The segment held, for a [`Locker::striped`](crate::Locker::striped)
+    /// lock (`None` for every other kind).
+    pub fn segment(&self) -> Option<u32> {
+        self.lease.segment
+    }
+
     /// Whether this guard took the lease itself (`false` for a reentrant
     /// acquire inside a scope that already held it).
     pub fn is_reentrant(&self) -> bool {

@@ -12,6 +12,7 @@
 //! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
 //!                            (only semaphores use it: a semaphore and a plain
 //!                            lock on one key do not exclude each other)
+//! lock:{order:42}:segments   a striped lock's segments, in the same form
 //! ```
 //!
 //! Every value starts with its format version (`1|`): a client that meets
@@ -118,8 +119,18 @@ impl StoredKeys {
     /// A semaphore's permits (`<namespace>:{<key>}:permits`, in the lease's
     /// slot), made when asked: only semaphores use it.
     pub fn permits(&self) -> String {
+        self.beside_lease("permits")
+    }
+
+    /// A striped lock's segments (`<namespace>:{<key>}:segments`), as
+    /// [`permits`](Self::permits).
+    pub fn segments(&self) -> String {
+        self.beside_lease("segments")
+    }
+
+    fn beside_lease(&self, name: &str) -> String {
         let lease = self.lease();
-        format!("{}permits", &lease[..lease.len() - "lease".len()])
+        format!("{}{name}", &lease[..lease.len() - "lease".len()])
     }
 
     /// The lease name's hash (see [`KeyMap`]).

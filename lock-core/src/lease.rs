@@ -66,6 +66,8 @@ pub(crate) struct LeaseState {
     pub(crate) token: FencingToken,
     /// The ttl the store granted.
     pub(crate) ttl: Duration,
+    /// The segment held, for a striped lock.
+    pub(crate) segment: Option<u32>,
     deadline: Mutex<Instant>,
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
@@ -95,6 +97,7 @@ pub(crate) struct LeaseParts {
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
+    pub(crate) segment: Option<u32>,
     pub(crate) deadline: Instant,
     pub(crate) turn: HeldTurn,
 }
@@ -110,6 +113,7 @@ impl LeaseState {
             owner: parts.owner,
             token: parts.token,
             ttl: parts.ttl,
+            segment: parts.segment,
             deadline: Mutex::new(parts.deadline),
             status: Mutex::new(Status::Held),
             loss: Notify::new(),

@@ -145,7 +145,7 @@ impl Locker {
     ///
     /// Every process must name the same `permits` for a key: a request
     /// naming another number while permits are held fails with
-    /// [`LockError::PermitsDisagree`]. `permits` must be 1 to 1024
+    /// [`LockError::SizeDisagrees`]. `permits` must be 1 to 1024
     /// ([`LockError::InvalidConfig`], before any store round trip).
     ///
     /// A permit's token fences per holder, not per resource: two holders
@@ -185,6 +185,35 @@ impl Locker {
         permits: u32,
     ) -> Result<Option<LockGuard>, LockError> {
         self.semaphore(key, permits).try_once().await
+    }
+
+    /// A request for any one free segment of `segments` on `key` (a striped
+    /// lock, as the inventory seed splits one item's stock into segments so
+    /// that one hot item does not serialise every order): it waits only
+    /// when every segment is held, and [`LockGuard::segment`] says which
+    /// one it got (the lowest free one). Each segment has one holder at a
+    /// time, with its own lease, watchdog and token.
+    ///
+    /// As with [`semaphore`](Self::semaphore), every process must name the
+    /// same `segments` for a key ([`LockError::SizeDisagrees`]), 1 to 1024,
+    /// and waiters ask the store each.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let a = locker.striped("stock:sku-7", 4).await?;
+    /// let b = locker.striped("stock:sku-7", 4).await?;
+    /// assert_eq!((a.segment(), b.segment()), (Some(0), Some(1)));
+    /// // take stock from segment `a.segment()` ...
+    /// a.release().await?;
+    /// b.release().await
+    /// # }
+    /// ```
+    pub fn striped(&self, key: impl AsRef<str>, segments: u32) -> LockRequest {
+        self.lock(key).claim(Claim::Segment { of: segments })
     }
 
     /// A request for every key of `keys`, held together or not at all:

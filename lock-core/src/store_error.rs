@@ -60,12 +60,14 @@ pub enum Refusal {
     /// The store holds a lock value of this format version (`0`: none),
     /// which this client cannot read.
     UnknownFormat(u32),
-    /// A semaphore's holders use `stored` permits; this client asked for
-    /// `asked`.
-    PermitsDisagree {
-        /// The permits this request named.
+    /// A semaphore's (or striped lock's) holders use `stored` permits (or
+    /// segments); this client asked for `asked`.
+    SizeDisagrees {
+        /// `"permits"` or `"segments"`.
+        what: &'static str,
+        /// The number this request named.
         asked: u32,
-        /// The permits the key's holders use.
+        /// The number the key's holders use.
         stored: u32,
     },
 }
@@ -109,11 +111,16 @@ impl StoreError {
         StoreError::permanent(format!("this store does not keep {claim} locks"))
     }
 
-    /// A semaphore request naming `asked` permits where the holders use
-    /// `stored` (not applied).
-    pub(crate) fn permits_disagree(asked: u32, stored: u32) -> Self {
-        let message = format!("the key's holders use {stored} permits, not {asked}");
-        StoreError::refused(Refusal::PermitsDisagree { asked, stored }, message)
+    /// A request naming `asked` permits or segments (`what`) where the
+    /// holders use `stored` (not applied).
+    pub(crate) fn size_disagrees(what: &'static str, asked: u32, stored: u32) -> Self {
+        let message = format!("the key's holders use {stored} {what}, not {asked}");
+        let refusal = Refusal::SizeDisagrees {
+            what,
+            asked,
+            stored,
+        };
+        StoreError::refused(refusal, message)
     }
 
     /// The request timed out after `after`: it may have been applied.

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use self::permits::Permits;
+use self::permits::{Kind, Permits};
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
@@ -55,6 +55,8 @@ struct State {
     leases: KeyMap<HeldLease>,
     /// Semaphores ([`Claim::Permit`]), apart from the exclusive leases.
     permits: KeyMap<Permits>,
+    /// Striped locks ([`Claim::Segment`]), apart from both.
+    segments: KeyMap<Permits>,
     channels: KeyMap<Channel>,
     attempts_since_sweep: usize,
     /// The newest token minted in this shard.
@@ -72,6 +74,7 @@ impl Default for State {
         State {
             leases: KeyMap::default(),
             permits: KeyMap::default(),
+            segments: KeyMap::default(),
             channels: KeyMap::default(),
             attempts_since_sweep: 0,
             last_token: now,
@@ -142,6 +145,15 @@ impl State {
             self.attempts_since_sweep = 0;
             self.leases.retain(|_, l| l.expires > now);
             self.permits.retain(|_, p| !p.sweep(now));
+            self.segments.retain(|_, p| !p.sweep(now));
+        }
+    }
+
+    /// The semaphores or the striped locks.
+    fn shares(&mut self, kind: Kind) -> &mut KeyMap<Permits> {
+        match kind {
+            Kind::Permits => &mut self.permits,
+            Kind::Segments => &mut self.segments,
         }
     }
 
@@ -222,6 +234,7 @@ impl MemoryBackend {
     fn acquire_permit(
         &self,
         keys: &StoredKeys,
+        kind: Kind,
         of: u32,
         owner: &str,
         ttl: Duration,
@@ -231,13 +244,18 @@ impl MemoryBackend {
         state.sweep_if_due(now);
         let State {
             permits,
+            segments,
             last_token,
             ..
         } = &mut *state;
+        let permits = match kind {
+            Kind::Permits => permits,
+            Kind::Segments => segments,
+        };
         let entry = permits
             .entry(keys.clone())
             .or_insert_with(|| Permits::new(of));
-        let attempt = entry.acquire(of, owner, ttl, now, || {
+        let attempt = entry.acquire(kind, of, owner, ttl, now, || {
             *last_token += 1;
             FencingToken::new(*last_token)
         });
@@ -247,22 +265,22 @@ impl MemoryBackend {
         attempt
     }
 
-    fn renew_permit(&self, keys: &StoredKeys, owner: &str, ttl: Duration) -> bool {
+    fn renew_permit(&self, keys: &StoredKeys, kind: Kind, owner: &str, ttl: Duration) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let permits = state.permits.get_mut(keys);
+        let permits = state.shares(kind).get_mut(keys);
         permits.is_some_and(|p| p.renew(owner, ttl, now))
     }
 
-    fn release_permit(&self, keys: &StoredKeys, owner: &str) -> bool {
+    fn release_permit(&self, keys: &StoredKeys, kind: Kind, owner: &str) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let Some(permits) = state.permits.get_mut(keys) else {
+        let Some(permits) = state.shares(kind).get_mut(keys) else {
             return false;
         };
         let released = permits.release(owner, now);
         if permits.sweep(now) {
-            state.permits.remove(keys);
+            state.shares(kind).remove(keys);
         }
         if released {
             state.publish(keys);
@@ -293,7 +311,10 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn supports(&self, claim: Claim) -> bool {
-        matches!(claim, Claim::Exclusive | Claim::Permit { .. })
+        matches!(
+            claim,
+            Claim::Exclusive | Claim::Permit { .. } | Claim::Segment { .. }
+        )
     }
 
     fn try_acquire<'a>(
@@ -305,7 +326,8 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.acquire_now(keys, owner, ttl),
-            Claim::Permit { of } => self.acquire_permit(keys, of, owner, ttl),
+            Claim::Permit { of } => self.acquire_permit(keys, Kind::Permits, of, owner, ttl),
+            Claim::Segment { of } => self.acquire_permit(keys, Kind::Segments, of, owner, ttl),
             other => Err(StoreError::unsupported(other)),
         })
     }
@@ -319,7 +341,8 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.renew_now(keys, owner, ttl),
-            Claim::Permit { .. } => Ok(self.renew_permit(keys, owner, ttl)),
+            Claim::Permit { .. } => Ok(self.renew_permit(keys, Kind::Permits, owner, ttl)),
+            Claim::Segment { .. } => Ok(self.renew_permit(keys, Kind::Segments, owner, ttl)),
             other => Err(StoreError::unsupported(other)),
         })
     }
@@ -332,7 +355,8 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.release_now(keys, owner),
-            Claim::Permit { .. } => Ok(self.release_permit(keys, owner)),
+            Claim::Permit { .. } => Ok(self.release_permit(keys, Kind::Permits, owner)),
+            Claim::Segment { .. } => Ok(self.release_permit(keys, Kind::Segments, owner)),
             other => Err(StoreError::unsupported(other)),
         })
     }

@@ -64,8 +64,9 @@ fn every_variant() -> Vec<LockError> {
             limit: 100,
         },
         LockError::NotInstalled { key: key() },
-        LockError::PermitsDisagree {
+        LockError::SizeDisagrees {
             key: key(),
+            what: "permits",
             asked: 4,
             stored: 3,
         },

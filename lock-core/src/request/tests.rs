@@ -28,7 +28,7 @@ async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
         err.to_string(),
         "memory does not support fair locks (lock `k`)"
     );
-    let once = locker.lock("free").claim(Claim::Segment { of: 2 });
+    let once = locker.lock("free").claim(Claim::Read);
     assert!(matches!(
         once.try_once().await,
         Err(LockError::Unsupported { .. })

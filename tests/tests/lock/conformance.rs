@@ -10,8 +10,10 @@ use tokio::time::Instant;
 
 mod multi;
 mod semaphore;
+mod striped;
 pub use multi::*;
 pub use semaphore::*;
+pub use striped::*;
 
 /// Generous slack on top of a contractual time bound (CI machines stall).
 pub(crate) const SLACK: Duration = Duration::from_millis(750);

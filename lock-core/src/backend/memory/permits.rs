@@ -1,5 +1,5 @@
-//! Semaphores in the memory store: up to `of` leases on one key, each with
-//! its own owner, token and expiry.
+//! Semaphores and striped locks in the memory store: up to `of` leases on
+//! one key, each with its own owner, token, expiry and (striped) segment.
 
 use std::time::Duration;
 
@@ -23,6 +23,15 @@ struct Holder {
     owner: HeldBy,
     token: FencingToken,
     expires: Instant,
+    /// The segment, for a striped lock (the lowest free one).
+    segment: u32,
+}
+
+/// What the leases of one key are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Permits,
+    Segments,
 }
 
 impl Permits {
@@ -39,10 +48,11 @@ impl Permits {
         self.holders.is_empty()
     }
 
-    /// Takes one of `of` permits for `owner` (its own again, restarted, if
-    /// it holds one), minting a token with `mint`.
+    /// Takes one of `of` permits or segments for `owner` (its own again,
+    /// restarted, if it holds one), minting a token with `mint`.
     pub(super) fn acquire(
         &mut self,
+        kind: Kind,
         of: u32,
         owner: &str,
         ttl: Duration,
@@ -52,12 +62,21 @@ impl Permits {
         self.sweep(now);
         if let Some(mine) = self.holders.iter_mut().find(|h| h.owner.is(owner)) {
             mine.expires = now + ttl;
-            return Ok(Attempt::Acquired(Grant::new(mine.token, ttl)));
+            return Ok(Attempt::Acquired(grant(
+                kind,
+                mine.token,
+                ttl,
+                mine.segment,
+            )));
         }
         if self.holders.is_empty() {
             self.of = of;
         } else if self.of != of {
-            return Err(StoreError::permits_disagree(of, self.of));
+            let what = match kind {
+                Kind::Permits => "permits",
+                Kind::Segments => "segments",
+            };
+            return Err(StoreError::size_disagrees(what, of, self.of));
         }
         if self.holders.len() >= of as usize {
             let soonest = self.holders.iter().map(|h| h.expires).min();
@@ -65,12 +84,16 @@ impl Permits {
             return Ok(Attempt::Held { remaining });
         }
         let token = mint();
+        let segment = (0..of)
+            .find(|s| self.holders.iter().all(|h| h.segment != *s))
+            .unwrap_or_default();
         self.holders.push(Holder {
             owner: HeldBy::new(owner),
             token,
             expires: now + ttl,
+            segment,
         });
-        Ok(Attempt::Acquired(Grant::new(token, ttl)))
+        Ok(Attempt::Acquired(grant(kind, token, ttl, segment)))
     }
 
     /// Extends `owner`'s live permit; `false` if it has none.
@@ -92,5 +115,12 @@ impl Permits {
         };
         // An expired permit is removed, but was not held.
         self.holders.swap_remove(at).expires > now
+    }
+}
+
+fn grant(kind: Kind, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
+    match kind {
+        Kind::Permits => Grant::new(token, ttl),
+        Kind::Segments => Grant::new(token, ttl).with_segment(segment),
     }
 }

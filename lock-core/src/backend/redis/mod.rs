@@ -319,7 +319,10 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn supports(&self, claim: Claim) -> bool {
-        matches!(claim, Claim::Exclusive | Claim::Permit { .. })
+        matches!(
+            claim,
+            Claim::Exclusive | Claim::Permit { .. } | Claim::Segment { .. }
+        )
     }
 
     fn try_acquire<'a>(
@@ -335,12 +338,29 @@ where
                     let operation = Operation::Acquire(millis(ttl));
                     self.lock_operation(operation, keys, owner).await?.reply
                 }
-                Claim::Permit { of } => {
-                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.permits());
-                    call.key(keys.fence()).arg(owner).arg(millis(ttl)).arg(of);
+                Claim::Permit { of } | Claim::Segment { of } => {
+                    let (shares, what, answer) = match claim {
+                        Claim::Permit { .. } => (keys.permits(), "permits", "t"),
+                        _ => (keys.segments(), "segments", "s"),
+                    };
+                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(shares);
+                    call.key(keys.fence()).arg(owner).arg(millis(ttl));
+                    call.arg(of).arg(answer);
                     let reply: redis::Value = self.script(&call).await?;
                     if let Some(stored) = permits_answer(&reply) {
-                        return Err(StoreError::permits_disagree(of, stored));
+                        return Err(StoreError::size_disagrees(what, of, stored));
+                    }
+                    // A segment comes with its token: {token, segment}.
+                    if let redis::Value::Array(mut pair) = reply {
+                        let segment = pair.pop().and_then(|s| redis::from_redis_value(s).ok());
+                        let attempt =
+                            acquire_outcome(pair.pop().unwrap_or(redis::Value::Nil), ttl)?;
+                        return match (attempt, segment) {
+                            (Attempt::Acquired(grant), Some(segment)) => {
+                                Ok(Attempt::Acquired(grant.with_segment(segment)))
+                            }
+                            _ => Err(StoreError::new("unexpected segment reply", true)),
+                        };
                     }
                     reply
                 }
@@ -363,8 +383,12 @@ where
                     self.lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                         .await?
                 }
-                Claim::Permit { .. } => {
-                    let mut call = PERMIT_RENEW_SCRIPT.key(keys.permits());
+                Claim::Permit { .. } | Claim::Segment { .. } => {
+                    let shares = match claim {
+                        Claim::Permit { .. } => keys.permits(),
+                        _ => keys.segments(),
+                    };
+                    let mut call = PERMIT_RENEW_SCRIPT.key(shares);
                     call.arg(owner).arg(millis(ttl));
                     self.script(&call).await?
                 }
@@ -388,8 +412,12 @@ where
         StoreFuture::new(async move {
             let sent = match claim {
                 Claim::Exclusive => self.lock_operation(Operation::Release, keys, owner).await?,
-                Claim::Permit { .. } => {
-                    let mut call = PERMIT_RELEASE_SCRIPT.key(keys.permits());
+                Claim::Permit { .. } | Claim::Segment { .. } => {
+                    let shares = match claim {
+                        Claim::Permit { .. } => keys.permits(),
+                        _ => keys.segments(),
+                    };
+                    let mut call = PERMIT_RELEASE_SCRIPT.key(shares);
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
                     let invocation = &call;
                     self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })

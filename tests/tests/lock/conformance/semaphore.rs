@@ -114,7 +114,7 @@ pub async fn semaphore_permits_disagree_vanish_and_renew(store: TestStore) {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, LockError::PermitsDisagree { key, asked: 3, stored: 2 } if key == "sized"),
+        matches!(&err, LockError::SizeDisagrees { key, what: "permits", asked: 3, stored: 2 } if key == "sized"),
         "{err}"
     );
     let before = counts.acquires();

@@ -1,13 +1,17 @@
--- Takes one of a semaphore's permits, or says how long until one frees up.
+-- Takes one of a semaphore's permits, or one free segment of a striped
+-- lock, or says how long until one frees up.
 --
--- KEYS[1]  the permits: a hash of owner -> `1|<token>|<expiry in ms>`, and
---          `#` -> `1|<permits>`, expiring with its last permit
+-- KEYS[1]  the permits (or segments): a hash of owner ->
+--          `1|<token>|<expiry in ms>|<segment>`, and `#` -> `1|<number>`,
+--          expiring with its last entry
 -- KEYS[2]  the token record `1|<token>` (see acquire.lua): one token line
 --          per key, shared with the key's other kinds of lock
--- ARGV[1]  the owner value; ARGV[2] the ttl in ms; ARGV[3] the permits
+-- ARGV[1]  the owner value; ARGV[2] the ttl in ms; ARGV[3] the number of
+--          permits (or segments); ARGV[4] `s` to be answered the segment
 --
 -- Replies the token (digits) when taken (the owner's own, its permit
--- restarted, if it holds one), else the integer `-1 - ms` until the first
+-- restarted, if it holds one), with ARGV[4] `s` the pair {token, segment}
+-- (the lowest free one), else the integer `-1 - ms` until the first
 -- permit ends; `permits:<n>` when the holders use another number of
 -- permits, or `format:<version>` for a value of another format, changing
 -- nothing then.
@@ -22,6 +26,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local all = redis.call('HGETALL', permits)
 local last = redis.call('GET', fence)
 local stored, live, soonest, mine, top, expired = nil, 0, nil, nil, 0, {}
+local used, mine_segment = {}, 0
 for i = 1, #all, 2 do
   local field, value = all[i], all[i + 1]
   -- 49 is `1`, 124 is `|`.
@@ -31,13 +36,14 @@ for i = 1, #all, 2 do
   if field == '#' then
     stored = tonumber(string.sub(value, 3))
   else
-    local token, expiry = string.match(value, '^1|(%d+)|(%d+)$')
+    local token, expiry, segment = string.match(value, '^1|(%d+)|(%d+)|(%d+)$')
     expiry = tonumber(expiry)
     if expiry <= now then
       expired[#expired + 1] = field
     else
       live = live + 1
-      if field == owner then mine = token end
+      used[tonumber(segment)] = true
+      if field == owner then mine, mine_segment = token, tonumber(segment) end
       if tonumber(token) > top then top = tonumber(token) end
       if not soonest or expiry < soonest then soonest = expiry end
     end
@@ -48,8 +54,9 @@ if last and (string.byte(last, 1) ~= 49 or string.byte(last, 2) ~= 124) then
 end
 if #expired > 0 then redis.call('HDEL', permits, unpack(expired)) end
 if mine then
-  redis.call('HSET', permits, owner, '1|' .. mine .. '|' .. (now + ttl))
+  redis.call('HSET', permits, owner, '1|' .. mine .. '|' .. (now + ttl) .. '|' .. mine_segment)
   if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
+  if ARGV[4] == 's' then return {mine, mine_segment} end
   return mine
 end
 -- Live permits without their number: not a hash these scripts wrote.
@@ -64,6 +71,9 @@ if next > at then
   token = string.format('%.0f', next)
   redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
 end
-redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl), '#', '1|' .. of)
+local segment = 0
+while used[segment] do segment = segment + 1 end
+redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl) .. '|' .. segment, '#', '1|' .. of)
 if redis.call('PTTL', permits) < ttl then redis.call('PEXPIRE', permits, ttl) end
+if ARGV[4] == 's' then return {token, segment} end
 return token

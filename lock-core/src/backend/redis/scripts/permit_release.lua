@@ -1,6 +1,8 @@
--- Gives back a semaphore permit if the owner holds it, and tells waiters.
+-- Gives back a semaphore permit (or striped segment) if the owner holds
+-- it, and tells waiters.
 --
--- KEYS[1]  the permits; KEYS[2] the token record (see permit_acquire.lua)
+-- KEYS[1]  the permits or segments; KEYS[2] the token record (see
+--          permit_acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the release channel
 --
 -- Replies 1 if released, 0 if the owner holds no live permit (an expired
@@ -14,7 +16,7 @@ if string.byte(value, 1) ~= 49 or string.byte(value, 2) ~= 124 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token, expiry = string.match(value, '^1|(%d+)|(%d+)$')
+local token, expiry = string.match(value, '^1|(%d+)|(%d+)|%d+$')
 local live = tonumber(expiry) * 1000 > now
 -- Published first, so that a denied PUBLISH (ACL) fails the release whole.
 if live then redis.call('PUBLISH', channel, '1') end
