@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_core::{LockGuard, LockError, Locker};
+use lock_core::{LockError, LockGuard, Locker};
 use lock_testkit::{RedisServer, lock_commands_sent};
 
 const WINDOW: Duration = Duration::from_secs(3);
@@ -78,8 +78,18 @@ async fn main() {
     println!("| workload | subject | acquisitions/s | × plain lock | commands per acquisition |");
     println!("|---|---|---|---|---|");
     let rows = [
-        ("S4: 8 tasks, 1 ms held", 8, Kind::Semaphore(4), "semaphore of 4"),
-        ("K8: 16 tasks, inventory, 1 ms held", 16, Kind::Striped(8), "striped, 8 segments"),
+        (
+            "S4: 8 tasks, 1 ms held",
+            8,
+            Kind::Semaphore(4),
+            "semaphore of 4",
+        ),
+        (
+            "K8: 16 tasks, inventory, 1 ms held",
+            16,
+            Kind::Striped(8),
+            "striped, 8 segments",
+        ),
     ];
     for (n, (workload, tasks, kind, label)) in rows.into_iter().enumerate() {
         let (plain, plain_commands) = run(&server, Kind::Plain, &format!("plain:{n}"), tasks).await;

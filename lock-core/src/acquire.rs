@@ -50,9 +50,7 @@ pub(crate) enum Next {
 
 /// An acquisition at the head of its local line.
 pub(crate) struct Head {
-    /// `None` for a claim that holders share (a semaphore's permit): it
-    /// takes no turn of the local line.
-    turn: Option<Turn>,
+    turn: Turn,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// `Some(remaining)` if the store already answered that another owner
@@ -115,7 +113,7 @@ impl Acquisition {
             // error): the general path asks again.
             _ => None,
         };
-        let turn = Some(first.owned());
+        let turn = first.owned();
         Next::Head(
             self,
             Head {
@@ -141,22 +139,15 @@ impl Acquisition {
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let started = Instant::now();
-        if !self.claim.is_exclusive() {
-            // The local line has one turn per key; shared claims go to the
-            // store each (a line of many turns is for later).
-            let head = Head {
-                turn: None,
-                started,
-                held: None,
-            };
-            return self.contend(head).await;
-        }
-        let turn = match inner.lines.try_enter(&self.keys) {
+        // Shared claims (permits, segments) have lines of their own: one
+        // task at a time asks the store, and hands the turn on once granted.
+        let lines = inner.lines_of(self.claim);
+        let turn = match lines.try_enter(&self.keys) {
             Ok(first) => Ok(first.owned()),
             Err(NoTurn::Busy) if !self.wait.is_zero() => {
                 // Waiting in line is the cold path: boxed, so that the
                 // future of an uncontended lock stays small.
-                Box::pin(inner.lines.enter(&self.keys, started + self.wait)).await
+                Box::pin(lines.enter(&self.keys, started + self.wait)).await
             }
             Err(no) => Err(no),
         };
@@ -168,7 +159,7 @@ impl Acquisition {
             },
         })?;
         let head = Head {
-            turn: Some(turn),
+            turn,
             started,
             held: None,
         };
@@ -225,7 +216,14 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let turn = turn.map_or(HeldTurn::Shared, HeldTurn::Owned);
+                    let turn = if self.claim.is_exclusive() {
+                        HeldTurn::Owned(turn)
+                    } else {
+                        // Granted a share: the next task of this process
+                        // may ask for another at once.
+                        drop(turn);
+                        HeldTurn::Shared
+                    };
                     let guard = self.hold(Taken {
                         owner,
                         grant,

@@ -60,7 +60,21 @@ pub(crate) struct LockerInner {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
     pub(crate) lines: Arc<Lines>,
+    /// The lines of semaphores and of striped locks, in which one task at
+    /// a time asks the store and hands its turn on once granted.
+    pub(crate) shared_lines: [Arc<Lines>; 2],
     pub(crate) watchdogs: Watchdogs,
+}
+
+impl LockerInner {
+    /// The local lines that `claim` waits in.
+    pub(crate) fn lines_of(&self, claim: Claim) -> &Arc<Lines> {
+        match claim {
+            Claim::Permit { .. } => &self.shared_lines[0],
+            Claim::Segment { .. } => &self.shared_lines[1],
+            _ => &self.lines,
+        }
+    }
 }
 
 /// Settings shared by every request of a Locker.
@@ -123,6 +137,7 @@ impl Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 lines: Lines::new(config.max_waiters_per_key),
+                shared_lines: [(); 2].map(|()| Lines::new(config.max_waiters_per_key)),
                 watchdogs: Watchdogs::default(),
                 backend,
                 config,
@@ -276,14 +291,19 @@ impl Locker {
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
         match StoredKeys::new(&self.inner.config.namespace, key) {
-            Ok(keys) => self.inner.lines.waiting(&keys),
+            Ok(keys) => {
+                let shared = self.inner.shared_lines.iter().map(|l| l.waiting(&keys));
+                self.inner.lines.waiting(&keys) + shared.sum::<usize>()
+            }
             Err(_) => 0,
         }
     }
 
-    /// Number of keys this Locker currently holds or waits for.
+    /// Number of keys this Locker currently holds or waits for (a
+    /// semaphore or striped key: while a task of it waits).
     pub fn local_lines(&self) -> usize {
-        self.inner.lines.open_lines()
+        let shared: usize = self.inner.shared_lines.iter().map(|l| l.open_lines()).sum();
+        self.inner.lines.open_lines() + shared
     }
 }
 

@@ -156,3 +156,45 @@ pub async fn semaphore_permits_disagree_vanish_and_renew(store: TestStore) {
     let resized = locker.semaphore("sized", 5).await.unwrap();
     resized.release().await.unwrap();
 }
+
+/// Waiters of one process for a semaphore line up locally: only the head
+/// asks the store while all permits are held, and each freed permit goes to
+/// the next task in line.
+pub async fn semaphore_waiters_of_a_process_line_up(store: TestStore) {
+    const WAITERS: usize = 50;
+    let holder = store.locker().await;
+    let held = holder.semaphore("herd", 1).await.unwrap();
+    let (locker, counts) = store.locker_with(|l| l).await;
+    let before = counts.acquires();
+    let tasks: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                let permit = locker
+                    .semaphore("herd", 1)
+                    .wait(Duration::from_secs(30))
+                    .await?;
+                permit.release().await
+            })
+        })
+        .collect();
+    let queued = async {
+        while locker.local_waiters("herd") < WAITERS - 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), queued)
+        .await
+        .expect("the waiters never lined up");
+    let asked = counts.acquires() - before;
+    assert!(asked <= 3, "{asked} store requests from one line's waiters");
+    held.release().await.unwrap();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("a waiter was never served")
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(locker.local_lines(), 0, "a line was left behind");
+}
