@@ -69,10 +69,10 @@ impl LockerBuilder {
         self
     }
 
-    /// Bound on tasks of this process waiting for one key's plain lock in
-    /// its local line (default 100 000); past it, acquires fail at once
-    /// with [`LockError::TooManyWaiters`]. Semaphore waiters take no place
-    /// in the line (see [`Locker::semaphore`]).
+    /// Bound on tasks of this process waiting in one key's local line
+    /// (default 100 000; a key's plain lock, semaphore and striped lock
+    /// each have a line); past it, acquires fail at once with
+    /// [`LockError::TooManyWaiters`].
     pub fn max_waiters_per_key(mut self, max: usize) -> Self {
         self.config.max_waiters_per_key = max;
         self

@@ -167,10 +167,9 @@ impl Locker {
     /// of one semaphore hold at once, so a store fenced on one key would
     /// reject the holder with the older token. Fence each holder's own
     /// work, or use a lock per resource. A semaphore and a plain lock on
-    /// the same key do not exclude each other; the local line and its
-    /// [`max_waiters_per_key`](crate::LockerBuilder::max_waiters_per_key)
-    /// bound serve plain locks only, so each waiting task of a semaphore
-    /// asks the store itself.
+    /// the same key do not exclude each other. Waiting tasks of one process
+    /// line up locally: the head asks the store, and hands its turn on as
+    /// soon as it is granted a permit.
     ///
     /// ```
     /// use lock_core::Locker;
@@ -211,7 +210,7 @@ impl Locker {
     ///
     /// As with [`semaphore`](Self::semaphore), every process must name the
     /// same `segments` for a key ([`LockError::SizeDisagrees`]), 1 to 1024,
-    /// and waiters ask the store each.
+    /// and a process's waiters line up locally.
     ///
     /// ```
     /// use lock_core::Locker;
