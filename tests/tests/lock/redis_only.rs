@@ -232,12 +232,7 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     let locker = locker(&server).await;
     let keys = locker.stored_keys("ahead").unwrap();
     let mut conn = server.connection().await;
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let lead = secs * 1_000_000 + micros + 3_000_000;
-    let _: () = conn
-        .set_ex(keys.fence(), format!("1|{lead}"), 4)
-        .await
-        .unwrap();
+    let lead = record_a_leading_token(&mut conn, &keys).await;
     let short = |locker: &Locker| {
         locker
             .lock("ahead")
@@ -899,12 +894,7 @@ async fn permits_minted_ahead_of_the_clock_never_repeat() {
     let locker = locker(&server).await;
     let keys = locker.stored_keys("ahead-permits").unwrap();
     let mut conn = server.connection().await;
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let lead = secs * 1_000_000 + micros + 3_000_000;
-    let _: () = conn
-        .set_ex(keys.fence(), format!("1|{lead}"), 4)
-        .await
-        .unwrap();
+    let lead = record_a_leading_token(&mut conn, &keys).await;
     let a = locker.semaphore("ahead-permits", 3).await.unwrap();
     let b = locker.semaphore("ahead-permits", 3).await.unwrap();
     let c = locker.lock("ahead-permits").await.unwrap();
@@ -914,4 +904,20 @@ async fn permits_minted_ahead_of_the_clock_never_repeat() {
     for guard in [a, b, c] {
         guard.release().await.unwrap();
     }
+}
+
+/// Writes a token record 3 s ahead of the server clock for `keys` (as
+/// tokens minted faster than the clock, or a clock stepped back, leave) and
+/// returns its token.
+async fn record_a_leading_token(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &StoredKeys,
+) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let lead = secs * 1_000_000 + micros + 3_000_000;
+    let _: () = conn
+        .set_ex(keys.fence(), format!("1|{lead}"), 4)
+        .await
+        .unwrap();
+    lead
 }

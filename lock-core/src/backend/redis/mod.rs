@@ -3,7 +3,9 @@
 
 mod batch;
 mod pubsub;
+mod replies;
 mod scripts;
+mod send;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,13 +15,15 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 
 use self::batch::{Batcher, Operation};
 use self::pubsub::Hub;
+pub(crate) use self::replies::STORED_FORMAT;
+use self::replies::{acquire_outcome, other_format, shared_outcome};
 use self::scripts::{
     PERMIT_ACQUIRE_SCRIPT, PERMIT_RELEASE_SCRIPT, PERMIT_RENEW_SCRIPT, RENEW_SCRIPT,
 };
-use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
+pub(crate) use self::send::{Sent, once, within};
+use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
-use crate::token::FencingToken;
 
 /// Default bound on one store request (and on connecting).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -127,71 +131,6 @@ where
     }
 }
 
-/// A reply, and whether the request may have been applied twice: its first
-/// send broke off with its outcome unknown, and it was sent again.
-pub(crate) struct Sent<T> {
-    pub(crate) reply: T,
-    pub(crate) maybe_twice: bool,
-}
-
-/// Sends a request made by `send`, and once more if the connection broke
-/// before any reply (refused, reset, closed: the connection manager has
-/// begun replacing it, and the second send waits for the new one), all
-/// within `timeout`. Running out of time is an error whose outcome is
-/// unknown (the request may have been applied), and is never resent.
-///
-/// Only requests that are safe to repeat go through here: an acquire is
-/// idempotent per owner value, releases and renewals are owner-checked.
-pub(crate) async fn within<T, Fut>(
-    timeout: Duration,
-    mut send: impl FnMut() -> Fut,
-) -> Result<Sent<T>, StoreError>
-where
-    Fut: Future<Output = redis::RedisResult<T>>,
-{
-    let sends = async {
-        let first = match send().await {
-            Ok(reply) => {
-                return Ok(Sent {
-                    reply,
-                    maybe_twice: false,
-                });
-            }
-            Err(err) if err.is_io_error() && !err.is_timeout() => StoreError::from(err),
-            Err(err) => return Err(StoreError::from(err)),
-        };
-        tracing::debug!(error = %first, "connection broke; sending the request again on a fresh one");
-        let in_doubt = first.outcome_unknown();
-        match send().await {
-            Ok(reply) => Ok(Sent {
-                reply,
-                maybe_twice: in_doubt,
-            }),
-            Err(err) => {
-                let err = StoreError::from(err);
-                let unknown = err.outcome_unknown() || in_doubt;
-                Err(err.unknown(unknown))
-            }
-        }
-    };
-    once(timeout, sends).await
-}
-
-/// Awaits `request` for at most `timeout`; running out of it is an error
-/// whose outcome is unknown (the request may have been applied).
-pub(crate) async fn once<T, E>(
-    timeout: Duration,
-    request: impl Future<Output = Result<T, E>>,
-) -> Result<T, StoreError>
-where
-    StoreError: From<E>,
-{
-    match tokio::time::timeout(timeout, request).await {
-        Ok(outcome) => Ok(outcome?),
-        Err(_) => Err(StoreError::timed_out(timeout)),
-    }
-}
-
 impl<C> RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -260,54 +199,12 @@ fn lock_invocation<'s>(
     invocation
 }
 
-/// The format version every stored value starts with (`1|`; see
-/// [`StoredKeys`]).
-pub(crate) const STORED_FORMAT: u32 = 1;
-
-/// A script's answer that it met a value of another format (left alone).
-fn other_format(reply: &redis::Value) -> Option<StoreError> {
-    let redis::Value::BulkString(bytes) = reply else {
-        return None;
-    };
-    let version = std::str::from_utf8(bytes.strip_prefix(b"format:")?).ok()?;
-    // An unreadable version is still not ours.
-    let stored = version.parse().unwrap_or(u32::MAX);
-    let message = format!("a lock value of format {version}; this client reads {STORED_FORMAT}");
-    Some(StoreError::refused(Refusal::UnknownFormat(stored), message))
-}
-
-/// Reads the acquire script's reply: the token's digits when taken, else
-/// the integer `-1 - pttl` of the holder (`0`: a holder without expiry).
-/// A lease is granted for the `ttl` asked.
-fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreError> {
-    if let Some(err) = other_format(&reply) {
-        return Err(err);
+/// The hash a semaphore's permits or a striped lock's segments live in.
+fn shares(keys: &StoredKeys, claim: Claim) -> String {
+    match claim {
+        Claim::Segment { .. } => keys.segments(),
+        _ => keys.permits(),
     }
-    match reply {
-        redis::Value::Int(held) => Ok(Attempt::Held {
-            remaining: u64::try_from(-1 - held).ok().map(Duration::from_millis),
-        }),
-        redis::Value::BulkString(digits) => std::str::from_utf8(&digits)
-            .ok()
-            .and_then(|d| d.parse().ok())
-            .map(|token| Attempt::Acquired(Grant::new(FencingToken::new(token), ttl)))
-            // The script ran: it may have taken the lease.
-            .ok_or_else(|| StoreError::new(format!("unexpected token {digits:?}"), true)),
-        other => Err(StoreError::new(
-            format!("unexpected acquire reply {other:?}"),
-            true,
-        )),
-    }
-}
-
-/// The permits the holders use, if the permit script answered that they
-/// disagree with the request (`permits:<n>`).
-fn permits_answer(reply: &redis::Value) -> Option<u32> {
-    let redis::Value::BulkString(bytes) = reply else {
-        return None;
-    };
-    let stored = std::str::from_utf8(bytes.strip_prefix(b"permits:")?).ok()?;
-    Some(stored.parse().unwrap_or(0))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -339,30 +236,15 @@ where
                     self.lock_operation(operation, keys, owner).await?.reply
                 }
                 Claim::Permit { of } | Claim::Segment { of } => {
-                    let (shares, what, answer) = match claim {
-                        Claim::Permit { .. } => (keys.permits(), "permits", "t"),
-                        _ => (keys.segments(), "segments", "s"),
+                    let (what, answer) = match claim {
+                        Claim::Permit { .. } => ("permits", "t"),
+                        _ => ("segments", "s"),
                     };
-                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(shares);
+                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(shares(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(millis(ttl));
                     call.arg(of).arg(answer);
-                    let reply: redis::Value = self.script(&call).await?;
-                    if let Some(stored) = permits_answer(&reply) {
-                        return Err(StoreError::size_disagrees(what, of, stored));
-                    }
-                    // A segment comes with its token: {token, segment}.
-                    if let redis::Value::Array(mut pair) = reply {
-                        let segment = pair.pop().and_then(|s| redis::from_redis_value(s).ok());
-                        let attempt =
-                            acquire_outcome(pair.pop().unwrap_or(redis::Value::Nil), ttl)?;
-                        return match (attempt, segment) {
-                            (Attempt::Acquired(grant), Some(segment)) => {
-                                Ok(Attempt::Acquired(grant.with_segment(segment)))
-                            }
-                            _ => Err(StoreError::new("unexpected segment reply", true)),
-                        };
-                    }
-                    reply
+                    let reply = self.script(&call).await?;
+                    return shared_outcome(reply, ttl, what, of);
                 }
                 other => return Err(StoreError::unsupported(other)),
             };
@@ -384,11 +266,7 @@ where
                         .await?
                 }
                 Claim::Permit { .. } | Claim::Segment { .. } => {
-                    let shares = match claim {
-                        Claim::Permit { .. } => keys.permits(),
-                        _ => keys.segments(),
-                    };
-                    let mut call = PERMIT_RENEW_SCRIPT.key(shares);
+                    let mut call = PERMIT_RENEW_SCRIPT.key(shares(keys, claim));
                     call.arg(owner).arg(millis(ttl));
                     self.script(&call).await?
                 }
@@ -413,11 +291,7 @@ where
             let sent = match claim {
                 Claim::Exclusive => self.lock_operation(Operation::Release, keys, owner).await?,
                 Claim::Permit { .. } | Claim::Segment { .. } => {
-                    let shares = match claim {
-                        Claim::Permit { .. } => keys.permits(),
-                        _ => keys.segments(),
-                    };
-                    let mut call = PERMIT_RELEASE_SCRIPT.key(shares);
+                    let mut call = PERMIT_RELEASE_SCRIPT.key(shares(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
                     let invocation = &call;
                     self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
@@ -475,39 +349,5 @@ where
 
     fn describe(&self) -> String {
         self.description.clone()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use redis::Value;
-
-    #[test]
-    fn acquire_replies_are_read_as_token_or_remaining_time() {
-        let ttl = Duration::from_secs(30);
-        let read = |reply: Value| acquire_outcome(reply, ttl);
-        let taken = read(Value::BulkString(b"1763800000000001".to_vec())).unwrap();
-        let token = FencingToken::new(1_763_800_000_000_001);
-        assert_eq!(taken, Attempt::Acquired(Grant::new(token, ttl)));
-        let held = |ms: i64| read(Value::Int(ms)).unwrap();
-        assert_eq!(held(0), Attempt::Held { remaining: None });
-        assert_eq!(
-            held(-1),
-            Attempt::Held {
-                remaining: Some(Duration::ZERO)
-            }
-        );
-        assert_eq!(
-            held(-1501),
-            Attempt::Held {
-                remaining: Some(Duration::from_millis(1500))
-            }
-        );
-        let other = read(Value::BulkString(b"format:2".to_vec())).unwrap_err();
-        assert_eq!(other.refusal(), Some(&Refusal::UnknownFormat(2)));
-        let garbled = read(Value::BulkString(b"12|w".to_vec())).unwrap_err();
-        assert!(garbled.outcome_unknown(), "{garbled}");
-        assert!(read(Value::Nil).is_err());
     }
 }
