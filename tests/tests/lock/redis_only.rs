@@ -17,25 +17,20 @@ async fn locker(server: &RedisServer) -> Locker {
     Locker::redis(&server.url()).await.expect("connect")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_across_processes() {
-    let server = RedisServer::start();
-    let (processes, keys, tasks, millis) = (3, 2, 4, 2500);
+/// Runs `contender` in `processes` OS processes with `args` after the URL,
+/// and sums their `ops` and `violations` and takes the largest `most`.
+fn contenders(server: &RedisServer, processes: usize, args: &[String]) -> (u64, u64, u64) {
     let children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_contender"))
-                .args([
-                    server.url(),
-                    keys.to_string(),
-                    tasks.to_string(),
-                    millis.to_string(),
-                ])
+                .arg(server.url())
+                .args(args)
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("spawn contender")
         })
         .collect();
-    let (mut ops, mut violations) = (0u64, 0u64);
+    let (mut ops, mut violations, mut most) = (0u64, 0u64, 0u64);
     for child in children {
         let out = child.wait_with_output().expect("contender");
         assert!(out.status.success(), "contender failed: {out:?}");
@@ -44,10 +39,20 @@ async fn mutual_exclusion_across_processes() {
             match field.split_once('=') {
                 Some(("ops", n)) => ops += n.parse::<u64>().unwrap(),
                 Some(("violations", n)) => violations += n.parse::<u64>().unwrap(),
+                Some(("most", n)) => most = most.max(n.parse::<u64>().unwrap()),
                 _ => {}
             }
         }
     }
+    (ops, violations, most)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_across_processes() {
+    let server = RedisServer::start();
+    let (processes, keys, tasks, millis) = (3, 2, 4, 2500);
+    let args = [keys, tasks, millis].map(|n: u64| n.to_string());
+    let (ops, violations, _) = contenders(&server, processes, &args);
     let mut conn = server.connection().await;
     let mut counted = 0u64;
     for k in 0..keys {
@@ -62,6 +67,26 @@ async fn mutual_exclusion_across_processes() {
     assert_eq!(violations, 0, "two holders inside at once");
     assert_eq!(counted, ops, "lost updates");
     // Nothing of the locks is left behind.
+    let left: Vec<String> = all_keys(&mut conn)
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("lock:"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A semaphore of 3 across 3 OS processes of 4 tasks each: never more than
+/// 3 inside at once (counted in the store), and all 3 permits used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_bound_across_processes() {
+    let server = RedisServer::start();
+    let (processes, keys, tasks, millis, permits) = (3, 1, 4, 2000, 3);
+    let args = [keys, tasks, millis, permits].map(|n: u64| n.to_string());
+    let (ops, violations, most) = contenders(&server, processes, &args);
+    assert!(ops > 50, "too little contention to mean anything: {ops}");
+    assert_eq!(violations, 0, "more than {permits} holders at once");
+    assert_eq!(most, permits, "the permits were never all in use");
+    let mut conn = server.connection().await;
     let left: Vec<String> = all_keys(&mut conn)
         .await
         .into_iter()
