@@ -59,5 +59,6 @@ on_every_backend!(
     semaphore_bound_holds_under_contention,
     semaphore_permits_disagree_vanish_and_renew,
     semaphore_waiters_of_a_process_line_up,
+    semaphore_cancellation_leaves_no_permit,
     striped_uses_every_segment_and_hands_on_the_freed_one,
 );

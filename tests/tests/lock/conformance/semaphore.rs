@@ -198,3 +198,56 @@ pub async fn semaphore_waiters_of_a_process_line_up(store: TestStore) {
     }
     assert_eq!(locker.local_lines(), 0, "a line was left behind");
 }
+
+/// Acquires of permits given up at any point (queued locally, at the
+/// store, right after the grant) and aborted holders leave no permit held,
+/// nothing renewing, no local line and no stored key.
+pub async fn semaphore_cancellation_leaves_no_permit(store: TestStore) {
+    // Long enough that no check below can pass by plain expiry.
+    let ttl = Duration::from_secs(6);
+    let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
+    let mut tasks = Vec::new();
+    for i in 0..64u64 {
+        let locker = locker.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("cancel-permits:{}", i % 4);
+            let budget = Duration::from_micros(50 + (i * 997) % 3000);
+            let request = locker.semaphore(key, 2).wait(Duration::from_secs(5));
+            if let Ok(Ok(permit)) = tokio::time::timeout(budget, request).await {
+                tokio::time::sleep(Duration::from_millis(i % 3)).await;
+                drop(permit);
+            }
+        }));
+    }
+    for (i, task) in tasks.into_iter().enumerate() {
+        if i % 3 == 0 {
+            task.abort();
+        }
+        let _ = task.await;
+    }
+    // Long before the ttl, both permits of every key are free.
+    let other = store.locker().await;
+    for k in 0..4 {
+        let key = format!("cancel-permits:{k}");
+        let both = [
+            other.semaphore(&key, 2).wait(ttl / 3).await,
+            other.semaphore(&key, 2).wait(ttl / 3).await,
+        ];
+        for permit in both {
+            let permit = permit.expect("a cancelled acquire left a permit behind");
+            permit.release().await.unwrap();
+        }
+    }
+    let renewals = counts.renewals();
+    tokio::time::sleep(ttl / 3 + SLACK).await;
+    assert_eq!(
+        counts.renewals(),
+        renewals,
+        "renewals after every permit is gone"
+    );
+    assert_eq!(locker.local_lines(), 0, "local lines left behind");
+    if let Some(server) = store.server() {
+        let mut conn = server.connection().await;
+        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
+    }
+}
