@@ -317,18 +317,35 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
             .expect("a cancelled acquire left a lock behind");
         guard.release().await.unwrap();
     }
+    nothing_left_after(&store, &locker, &counts, ttl).await;
+}
+
+/// After a storm of given-up acquires of leases of `ttl` on `locker`:
+/// nothing renews past the first renewal a leftover lease would have had,
+/// no local line is open, and no stored key is left.
+pub(crate) async fn nothing_left_after(
+    store: &TestStore,
+    locker: &lock_core::Locker,
+    counts: &lock_testkit::Counting,
+    ttl: Duration,
+) {
     let renewals = counts.renewals();
-    // Past the first renewal any lease left behind would have had.
     tokio::time::sleep(ttl / 3 + SLACK).await;
     assert_eq!(
         counts.renewals(),
         renewals,
-        "renewals after every guard is gone"
+        "renewals after every lease is gone"
     );
-    assert_eq!(locker.local_lines(), 0, "local wait lines left behind");
+    assert_eq!(locker.local_lines(), 0, "local lines left behind");
+    store_is_empty(store).await;
+}
+
+/// No stored key is left (on a store with a server to ask).
+pub(crate) async fn store_is_empty(store: &TestStore) {
     if let Some(server) = store.server() {
         let mut conn = server.connection().await;
-        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
+        let left = lock_testkit::all_keys(&mut conn).await;
+        assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
 

@@ -17,6 +17,16 @@ async fn locker(server: &RedisServer) -> Locker {
     Locker::redis(&server.url()).await.expect("connect")
 }
 
+/// Asserts that no key of the locks is left in the server.
+async fn no_lock_keys_left(conn: &mut redis::aio::MultiplexedConnection) {
+    let left: Vec<String> = all_keys(conn)
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("lock:"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// Runs `contender` in `processes` OS processes with `args` after the URL,
 /// and sums their `ops` and `violations` and takes the largest `most`.
 fn contenders(server: &RedisServer, processes: usize, args: &[String]) -> (u64, u64, u64) {
@@ -67,12 +77,7 @@ async fn mutual_exclusion_across_processes() {
     assert_eq!(violations, 0, "two holders inside at once");
     assert_eq!(counted, ops, "lost updates");
     // Nothing of the locks is left behind.
-    let left: Vec<String> = all_keys(&mut conn)
-        .await
-        .into_iter()
-        .filter(|k| k.starts_with("lock:"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    no_lock_keys_left(&mut conn).await;
 }
 
 /// A semaphore of 3 across 3 OS processes of 4 tasks each: never more than
@@ -87,12 +92,7 @@ async fn semaphore_bound_across_processes() {
     assert_eq!(violations, 0, "more than {permits} holders at once");
     assert_eq!(most, permits, "the permits were never all in use");
     let mut conn = server.connection().await;
-    let left: Vec<String> = all_keys(&mut conn)
-        .await
-        .into_iter()
-        .filter(|k| k.starts_with("lock:"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    no_lock_keys_left(&mut conn).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

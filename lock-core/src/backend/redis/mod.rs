@@ -142,11 +142,9 @@ where
     async fn script<T: redis::FromRedisValue>(
         &self,
         call: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, StoreError> {
-        let sent = self
-            .bounded(|mut conn| async move { call.invoke_async(&mut conn).await })
-            .await?;
-        Ok(sent.reply)
+    ) -> Result<Sent<T>, StoreError> {
+        self.bounded(|mut conn| async move { call.invoke_async(&mut conn).await })
+            .await
     }
 
     async fn lock_script<T, A>(
@@ -243,7 +241,7 @@ where
                     let mut call = PERMIT_ACQUIRE_SCRIPT.key(shares(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(millis(ttl));
                     call.arg(of).arg(answer);
-                    let reply = self.script(&call).await?;
+                    let reply = self.script(&call).await?.reply;
                     return shared_outcome(reply, ttl, what, of);
                 }
                 other => return Err(StoreError::unsupported(other)),
@@ -268,7 +266,7 @@ where
                 Claim::Permit { .. } | Claim::Segment { .. } => {
                     let mut call = PERMIT_RENEW_SCRIPT.key(shares(keys, claim));
                     call.arg(owner).arg(millis(ttl));
-                    self.script(&call).await?
+                    self.script(&call).await?.reply
                 }
                 other => return Err(StoreError::unsupported(other)),
             };
@@ -293,9 +291,7 @@ where
                 Claim::Permit { .. } | Claim::Segment { .. } => {
                     let mut call = PERMIT_RELEASE_SCRIPT.key(shares(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
-                    let invocation = &call;
-                    self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
-                        .await?
+                    self.script(&call).await?
                 }
                 other => return Err(StoreError::unsupported(other)),
             };

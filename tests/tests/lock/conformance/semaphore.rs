@@ -57,10 +57,7 @@ pub async fn semaphore_admits_its_permits_and_no_more(store: TestStore) {
     for guard in held {
         guard.release().await.unwrap();
     }
-    if let Some(server) = store.server() {
-        let mut conn = server.connection().await;
-        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
-    }
+    super::store_is_empty(&store).await;
 }
 
 /// 9 tasks on 3 Lockers take a semaphore of 3 over and over: never more
@@ -238,16 +235,5 @@ pub async fn semaphore_cancellation_leaves_no_permit(store: TestStore) {
             permit.release().await.unwrap();
         }
     }
-    let renewals = counts.renewals();
-    tokio::time::sleep(ttl / 3 + SLACK).await;
-    assert_eq!(
-        counts.renewals(),
-        renewals,
-        "renewals after every permit is gone"
-    );
-    assert_eq!(locker.local_lines(), 0, "local lines left behind");
-    if let Some(server) = store.server() {
-        let mut conn = server.connection().await;
-        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
-    }
+    super::nothing_left_after(&store, &locker, &counts, ttl).await;
 }

@@ -86,8 +86,5 @@ pub async fn striped_uses_every_segment_and_hands_on_the_freed_one(store: TestSt
     for guard in held {
         guard.release().await.unwrap();
     }
-    if let Some(server) = store.server() {
-        let mut conn = server.connection().await;
-        assert!(lock_testkit::all_keys(&mut conn).await.is_empty());
-    }
+    super::store_is_empty(&store).await;
 }
