@@ -127,7 +127,22 @@ impl Acquisition {
     /// A reentrant guard (or the loss) if the calling task already holds
     /// this lock in a scope.
     fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
-        let lease = scope::held_by_task(self.locker.inner.id, self.keys.lease(), self.claim)?;
+        let held =
+            |claims: &[Claim]| scope::held_by_task(self.locker.inner.id, self.keys.lease(), claims);
+        let lease = match self.claim {
+            // A read inside a write of the key is covered by the write.
+            Claim::Read => held(&[Claim::Read, Claim::Write])?,
+            // A write inside a read would wait for itself.
+            Claim::Write => match held(&[Claim::Write]) {
+                Some(lease) => lease,
+                None => {
+                    held(&[Claim::Read])?;
+                    let key = LockError::shown(self.keys.user());
+                    return Some(Err(LockError::UpgradeWouldDeadlock { key }));
+                }
+            },
+            claim => held(&[claim])?,
+        };
         Some(match lease.status() {
             Status::Lost(reason) => Err(lease.lost_error(reason)),
             _ => Ok(LockGuard::reentrant(lease)),
@@ -249,14 +264,8 @@ impl Acquisition {
                     if Instant::now() >= deadline {
                         return Err(self.timeout_error(started, remaining));
                     }
-                    // A ticket is refreshed well before it would lapse.
-                    let wake = if queued {
-                        remaining.map(|r| r / 2)
-                    } else {
-                        remaining
-                    };
                     // Boxed like the local line: only a held lock gets here.
-                    let released = subscription.wait_for_release(&self, wake, deadline);
+                    let released = subscription.wait_for_release(&self, remaining, deadline);
                     Box::pin(released).await?;
                 }
                 Err(err) => {

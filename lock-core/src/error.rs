@@ -237,6 +237,19 @@ pub enum LockError {
         stored: u32,
     },
 
+    /// A write lock was asked for inside a scope holding the read lock of
+    /// the same key: the write would wait for this very reader to leave.
+    /// Refused at once instead of hanging. Release the read lock first, or
+    /// take the write lock from the start.
+    #[error(
+        "write lock on `{key}` asked for inside its own read lock, which it would wait for \
+         forever; take the write lock from the start"
+    )]
+    UpgradeWouldDeadlock {
+        /// The user key.
+        key: String,
+    },
+
     /// A configuration value is unusable.
     #[error("invalid lock configuration: {what}: {reason}")]
     InvalidConfig {

@@ -10,9 +10,15 @@
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
 //! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
-//!                            (only semaphores use it: a semaphore and a plain
-//!                            lock on one key do not exclude each other)
+//!                            (each kind of lock on a key is a lock of its own:
+//!                            a semaphore and a plain lock do not exclude each
+//!                            other)
 //! lock:{order:42}:segments   a striped lock's segments, in the same form
+//! lock:{order:42}:fair       a fair lock's queue: owner -> `1|<token>|<expiry>|<seq>`
+//!                            (token 0 while waiting)
+//! lock:{order:42}:rw         a read-write lock's holders: owner ->
+//!                            `1|<token>|<expiry>|r` or `|w`, and `~`, the
+//!                            mark of a waiting writer
 //! ```
 //!
 //! Every value starts with its format version (`1|`): a client that meets
@@ -126,6 +132,18 @@ impl StoredKeys {
     /// [`permits`](Self::permits).
     pub fn segments(&self) -> String {
         self.beside_lease("segments")
+    }
+
+    /// A fair lock's queue (`<namespace>:{<key>}:fair`), as
+    /// [`permits`](Self::permits).
+    pub fn fair(&self) -> String {
+        self.beside_lease("fair")
+    }
+
+    /// A read-write lock's holders (`<namespace>:{<key>}:rw`), as
+    /// [`permits`](Self::permits).
+    pub fn rw(&self) -> String {
+        self.beside_lease("rw")
     }
 
     fn beside_lease(&self, name: &str) -> String {

@@ -60,9 +60,12 @@ pub(crate) struct LockerInner {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
     pub(crate) lines: Arc<Lines>,
-    /// The lines of semaphores and of striped locks, in which one task at
-    /// a time asks the store and hands its turn on once granted.
-    pub(crate) shared_lines: [Arc<Lines>; 2],
+    /// The lines of the other kinds of lock (fair; read-write; semaphores;
+    /// striped), each apart from the others, as their stored locks are. In
+    /// each, one task at a time asks the store; a writer or a fair holder
+    /// keeps its turn while it holds, a reader or a permit holder hands it
+    /// on once granted (readers share, writers take all).
+    pub(crate) kind_lines: [Arc<Lines>; 4],
     pub(crate) watchdogs: Watchdogs,
 }
 
@@ -70,8 +73,10 @@ impl LockerInner {
     /// The local lines that `claim` waits in.
     pub(crate) fn lines_of(&self, claim: Claim) -> &Arc<Lines> {
         match claim {
-            Claim::Permit { .. } => &self.shared_lines[0],
-            Claim::Segment { .. } => &self.shared_lines[1],
+            Claim::Fair => &self.kind_lines[0],
+            Claim::Read | Claim::Write => &self.kind_lines[1],
+            Claim::Permit { .. } => &self.kind_lines[2],
+            Claim::Segment { .. } => &self.kind_lines[3],
             _ => &self.lines,
         }
     }
@@ -137,7 +142,7 @@ impl Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 lines: Lines::new(config.max_waiters_per_key),
-                shared_lines: [(); 2].map(|()| Lines::new(config.max_waiters_per_key)),
+                kind_lines: [(); 4].map(|()| Lines::new(config.max_waiters_per_key)),
                 watchdogs: Watchdogs::default(),
                 backend,
                 config,
@@ -151,6 +156,67 @@ impl Locker {
     /// [`LockError::InvalidKey`] when the request is awaited.
     pub fn lock(&self, key: impl AsRef<str>) -> LockRequest {
         LockRequest::new(self.clone(), key.as_ref())
+    }
+
+    /// A request for the fair lock on `key`: one holder at a time, granted
+    /// in the order the requests reached the store (between processes;
+    /// within a process, tasks line up FIFO and the head of the line
+    /// holds the process's place).
+    ///
+    /// A waiter holds a ticket in the store, leased for the request's ttl
+    /// and refreshed while it waits: a cancelled waiter withdraws it at
+    /// once, a killed one's ticket lapses within its ttl, so a dead waiter
+    /// delays the queue by at most that. The fair lock and the plain lock
+    /// on one key are two locks that do not exclude each other.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.fair_lock("payouts").await?;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn fair_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Fair)
+    }
+
+    /// A request for the read lock on `key`: shared with other readers,
+    /// excluded by a writer ([`write_lock`](Self::write_lock)). A writer
+    /// waiting for the key blocks new readers, so a stream of readers
+    /// cannot starve writers.
+    ///
+    /// Readers and writers of a key draw from one token sequence: a
+    /// writer's token is above every token issued before it, readers'
+    /// included. Inside a scope holding the write lock of the key, a read
+    /// lock is granted at once (the write covers it).
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let a = locker.read_lock("catalog").await?;
+    /// let b = locker.read_lock("catalog").await?; // readers share
+    /// assert!(locker.write_lock("catalog").wait(std::time::Duration::ZERO).await.is_err());
+    /// a.release().await?;
+    /// b.release().await
+    /// # }
+    /// ```
+    pub fn read_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Read)
+    }
+
+    /// A request for the write lock on `key`: excludes readers and other
+    /// writers (see [`read_lock`](Self::read_lock)). Asked for inside a
+    /// scope holding the read lock of the key, it fails at once with
+    /// [`LockError::UpgradeWouldDeadlock`] instead of waiting for itself.
+    /// The read-write lock and the plain lock on one key are two locks.
+    pub fn write_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Write)
     }
 
     /// A request for one of `permits` leases on `key` (a semaphore): at most
@@ -291,7 +357,7 @@ impl Locker {
     pub fn local_waiters(&self, key: &str) -> usize {
         match StoredKeys::new(&self.inner.config.namespace, key) {
             Ok(keys) => {
-                let shared = self.inner.shared_lines.iter().map(|l| l.waiting(&keys));
+                let shared = self.inner.kind_lines.iter().map(|l| l.waiting(&keys));
                 self.inner.lines.waiting(&keys) + shared.sum::<usize>()
             }
             Err(_) => 0,
@@ -301,7 +367,7 @@ impl Locker {
     /// Number of keys this Locker currently holds or waits for (a
     /// semaphore or striped key: while a task of it waits).
     pub fn local_lines(&self) -> usize {
-        let shared: usize = self.inner.shared_lines.iter().map(|l| l.open_lines()).sum();
+        let shared: usize = self.inner.kind_lines.iter().map(|l| l.open_lines()).sum();
         self.inner.lines.open_lines() + shared
     }
 }

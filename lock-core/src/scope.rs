@@ -104,16 +104,18 @@ pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
     find(|lease| lease.keys.user() == key).map(|lease| lease.token)
 }
 
-/// The lease of `claim` this task's scopes hold on `lease_key` through
-/// Locker `locker_id`, if any (a read inside a write, say, is another
-/// claim).
+/// The innermost lease of one of `claims` this task's scopes hold on
+/// `lease_key` through Locker `locker_id`, if any (each kind of lock on a
+/// key is a lock of its own).
 pub(crate) fn held_by_task(
     locker_id: u64,
     lease_key: &str,
-    claim: Claim,
+    claims: &[Claim],
 ) -> Option<Arc<LeaseState>> {
     find(|lease| {
-        lease.locker_id == locker_id && lease.claim == claim && lease.keys.lease() == lease_key
+        lease.locker_id == locker_id
+            && claims.contains(&lease.claim)
+            && lease.keys.lease() == lease_key
     })
 }
 

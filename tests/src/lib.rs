@@ -18,7 +18,7 @@ mod store;
 pub use postgres::PostgresServer;
 pub use proxy::DelayProxy;
 pub use server::{
-    LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lock_commands_sent,
-    send_signal, unread_bytes,
+    LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lasting_keys,
+    lock_commands_sent, send_signal, unread_bytes,
 };
 pub use store::{Counting, TestStore, assert_lost};

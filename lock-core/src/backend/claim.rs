@@ -120,11 +120,13 @@ pub enum Attempt {
         remaining: Option<Duration>,
     },
     /// Others hold the key, and this request now has a ticket in the store
-    /// (a place in a fair queue; an etcd key or ZooKeeper node): the
-    /// waiter must ask again, with the same owner value, within
-    /// `remaining` to keep it, and must release it if it gives up.
+    /// (a place in a fair queue, a waiting writer's mark; an etcd key or
+    /// ZooKeeper node): the waiter asks again with the same owner value
+    /// on the next release, or after `remaining` at the latest (which the
+    /// store makes short enough to keep the ticket alive), and releases
+    /// it if it gives up.
     Queued {
-        /// When the ticket must be refreshed by at the latest.
+        /// When to ask again at the latest.
         remaining: Option<Duration>,
     },
 }

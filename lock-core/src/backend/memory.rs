@@ -7,7 +7,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use self::permits::{Kind, Permits};
+use self::entries::Released;
+use self::fair::FairQueue;
+use self::permits::Permits;
+use self::rw::ReadWrite;
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
@@ -15,7 +18,10 @@ use crate::sharded::Sharded;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
+mod entries;
+mod fair;
 mod permits;
+mod rw;
 
 /// Leases kept in this process.
 ///
@@ -53,9 +59,11 @@ struct Store {
 #[derive(Debug)]
 struct State {
     leases: KeyMap<HeldLease>,
-    /// Semaphores ([`Claim::Permit`]), apart from the exclusive leases.
+    /// The other kinds of lock, each apart from the others (see
+    /// [`entries`]).
+    fair: KeyMap<FairQueue>,
+    rw: KeyMap<ReadWrite>,
     permits: KeyMap<Permits>,
-    /// Striped locks ([`Claim::Segment`]), apart from both.
     segments: KeyMap<Permits>,
     channels: KeyMap<Channel>,
     attempts_since_sweep: usize,
@@ -73,6 +81,8 @@ impl Default for State {
             .map_or(0, |d| d.as_micros() as u64);
         State {
             leases: KeyMap::default(),
+            fair: KeyMap::default(),
+            rw: KeyMap::default(),
             permits: KeyMap::default(),
             segments: KeyMap::default(),
             channels: KeyMap::default(),
@@ -144,16 +154,7 @@ impl State {
         if self.attempts_since_sweep >= SWEEP_EVERY {
             self.attempts_since_sweep = 0;
             self.leases.retain(|_, l| l.expires > now);
-            self.permits.retain(|_, p| !p.sweep(now));
-            self.segments.retain(|_, p| !p.sweep(now));
-        }
-    }
-
-    /// The semaphores or the striped locks.
-    fn shares(&mut self, kind: Kind) -> &mut KeyMap<Permits> {
-        match kind {
-            Kind::Permits => &mut self.permits,
-            Kind::Segments => &mut self.segments,
+            self.sweep_entries(now);
         }
     }
 
@@ -231,61 +232,43 @@ impl MemoryBackend {
         Ok(ours)
     }
 
-    fn acquire_permit(
+    /// Takes a lease of another kind than exclusive (see [`entries`]).
+    fn acquire_entry(
         &self,
         keys: &StoredKeys,
-        kind: Kind,
-        of: u32,
+        claim: Claim,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         state.sweep_if_due(now);
-        let State {
-            permits,
-            segments,
-            last_token,
-            ..
-        } = &mut *state;
-        let permits = match kind {
-            Kind::Permits => permits,
-            Kind::Segments => segments,
-        };
-        let entry = permits
-            .entry(keys.clone())
-            .or_insert_with(|| Permits::new(of));
-        let attempt = entry.acquire(kind, of, owner, ttl, now, || {
-            *last_token += 1;
-            FencingToken::new(*last_token)
+        let attempt = state.on_entries(keys, claim, true, now, |entries, mint| {
+            entries.acquire(claim, owner, ttl, now, mint)
         });
-        if entry.sweep(now) {
-            permits.remove(keys);
-        }
-        attempt
+        attempt.unwrap_or_else(|| Err(StoreError::unsupported(claim)))
     }
 
-    fn renew_permit(&self, keys: &StoredKeys, kind: Kind, owner: &str, ttl: Duration) -> bool {
+    fn renew_entry(&self, keys: &StoredKeys, claim: Claim, owner: &str, ttl: Duration) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let permits = state.shares(kind).get_mut(keys);
-        permits.is_some_and(|p| p.renew(owner, ttl, now))
+        let renewed = state.on_entries(keys, claim, false, now, |entries, _| {
+            entries.renew(owner, ttl, now)
+        });
+        renewed.unwrap_or(false)
     }
 
-    fn release_permit(&self, keys: &StoredKeys, kind: Kind, owner: &str) -> bool {
+    fn release_entry(&self, keys: &StoredKeys, claim: Claim, owner: &str) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let Some(permits) = state.shares(kind).get_mut(keys) else {
-            return false;
-        };
-        let released = permits.release(owner, now);
-        if permits.sweep(now) {
-            state.shares(kind).remove(keys);
-        }
-        if released {
+        let released = state.on_entries(keys, claim, false, now, |entries, _| {
+            entries.release(owner, now)
+        });
+        let Released { had, wakes } = released.unwrap_or_default();
+        if wakes {
             state.publish(keys);
         }
-        released
+        had
     }
 
     fn subscribe_now(&self, keys: &StoredKeys) -> Result<ReleaseSignal, StoreError> {
@@ -310,11 +293,9 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    fn supports(&self, claim: Claim) -> bool {
-        matches!(
-            claim,
-            Claim::Exclusive | Claim::Permit { .. } | Claim::Segment { .. }
-        )
+    /// Every kind of lock the crate has.
+    fn supports(&self, _: Claim) -> bool {
+        true
     }
 
     fn try_acquire<'a>(
@@ -326,9 +307,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.acquire_now(keys, owner, ttl),
-            Claim::Permit { of } => self.acquire_permit(keys, Kind::Permits, of, owner, ttl),
-            Claim::Segment { of } => self.acquire_permit(keys, Kind::Segments, of, owner, ttl),
-            other => Err(StoreError::unsupported(other)),
+            other => self.acquire_entry(keys, other, owner, ttl),
         })
     }
 
@@ -341,9 +320,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.renew_now(keys, owner, ttl),
-            Claim::Permit { .. } => Ok(self.renew_permit(keys, Kind::Permits, owner, ttl)),
-            Claim::Segment { .. } => Ok(self.renew_permit(keys, Kind::Segments, owner, ttl)),
-            other => Err(StoreError::unsupported(other)),
+            other => Ok(self.renew_entry(keys, other, owner, ttl)),
         })
     }
 
@@ -355,9 +332,7 @@ impl Backend for MemoryBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
             Claim::Exclusive => self.release_now(keys, owner),
-            Claim::Permit { .. } => Ok(self.release_permit(keys, Kind::Permits, owner)),
-            Claim::Segment { .. } => Ok(self.release_permit(keys, Kind::Segments, owner)),
-            other => Err(StoreError::unsupported(other)),
+            other => Ok(self.release_entry(keys, other, owner)),
         })
     }
 

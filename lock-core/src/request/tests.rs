@@ -9,13 +9,15 @@ use crate::{Backend, LockError, Locker, StoreError};
 
 #[tokio::test]
 async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
-    let locker = Locker::memory();
+    // A store that keeps only the exclusive lease (the trait's default).
+    let store = AtLeast {
+        store: MemoryBackend::new(),
+        min: Duration::ZERO,
+    };
+    let locker = Locker::builder().backend(store).unwrap();
     let held = locker.lock("k").await.unwrap();
     // Held elsewhere, with a long wait: the answer comes at once.
-    let request = locker
-        .lock("k")
-        .claim(Claim::Fair)
-        .wait(Duration::from_secs(60));
+    let request = locker.fair_lock("k").wait(Duration::from_secs(60));
     let err = tokio::time::timeout(Duration::from_secs(5), request)
         .await
         .expect("an unsupported claim waited")
@@ -26,7 +28,7 @@ async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
     );
     assert_eq!(
         err.to_string(),
-        "memory does not support fair locks (lock `k`)"
+        "memory, 0ns leases at least does not support fair locks (lock `k`)"
     );
     let once = locker.lock("free").claim(Claim::Read);
     assert!(matches!(
@@ -37,7 +39,7 @@ async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
 }
 
 /// The memory store, keeping every lease at least `min` (as etcd keeps
-/// whole seconds above a minimum).
+/// whole seconds above a minimum), and only exclusive leases.
 struct AtLeast {
     store: MemoryBackend,
     min: Duration,
@@ -86,7 +88,7 @@ impl Backend for AtLeast {
     }
 
     fn describe(&self) -> String {
-        "memory, 2 s leases at least".to_owned()
+        format!("memory, {:?} leases at least", self.min)
     }
 }
 

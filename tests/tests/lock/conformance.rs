@@ -1,24 +1,57 @@
 //! Behaviour every backend must show, run on memory and on Redis.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockError};
+use lock_core::{FencingToken, LockError, LockRequest, Locker};
 use lock_testkit::{TestStore, assert_lost};
 use tokio::time::Instant;
 
+mod fair;
 mod multi;
+mod rw;
 mod semaphore;
 mod striped;
+pub use fair::*;
 pub use multi::*;
+pub use rw::*;
 pub use semaphore::*;
 pub use striped::*;
 
 /// Generous slack on top of a contractual time bound (CI machines stall).
 pub(crate) const SLACK: Duration = Duration::from_millis(750);
 
+/// The kinds of lock that admit one holder at a time: each keeps the
+/// plain lock's contract, so the scenarios below run on all of them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sole {
+    Plain,
+    Fair,
+    Write,
+}
+
+impl Sole {
+    pub(crate) const ALL: [Sole; 3] = [Sole::Plain, Sole::Fair, Sole::Write];
+
+    /// A request for this kind of lock on `key`.
+    pub(crate) fn request(self, locker: &Locker, key: impl AsRef<str>) -> LockRequest {
+        match self {
+            Sole::Plain => locker.lock(key),
+            Sole::Fair => locker.fair_lock(key),
+            Sole::Write => locker.write_lock(key),
+        }
+    }
+}
+
 pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
+    for kind in Sole::ALL {
+        exclusion_of(&store, kind).await;
+    }
+}
+
+async fn exclusion_of(store: &TestStore, kind: Sole) {
     const KEYS: usize = 3;
     const ROUNDS: u64 = 40;
     let lockers = [store.locker().await, store.locker().await];
@@ -34,8 +67,8 @@ pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
         tasks.push(tokio::spawn(async move {
             for round in 0..ROUNDS {
                 let k = (worker + round as usize) % KEYS;
-                let guard = locker
-                    .lock(format!("counter:{k}"))
+                let guard = kind
+                    .request(&locker, format!("counter:{k}"))
                     .wait(Duration::from_secs(30))
                     .await
                     .expect("acquire");
@@ -56,10 +89,10 @@ pub async fn exclusion_between_tasks_and_lockers(store: TestStore) {
     assert_eq!(
         violations.load(Ordering::SeqCst),
         0,
-        "two holders inside at once"
+        "two holders of a {kind:?} lock inside at once"
     );
     let total: u64 = counters.iter().map(|c| c.load(Ordering::SeqCst)).sum();
-    assert_eq!(total, 8 * ROUNDS, "lost updates");
+    assert_eq!(total, 8 * ROUNDS, "lost updates under a {kind:?} lock");
 }
 
 pub async fn tokens_strictly_increase(store: TestStore) {
@@ -84,34 +117,68 @@ pub async fn tokens_strictly_increase(store: TestStore) {
     // Other keys have their own lines of tokens, never reused.
     let other = a.lock("tokens:other").await.unwrap();
     assert_ne!(other.token(), next.token());
+    next.release().await.unwrap();
+    // One line per key across every kind of lock, taken back to back (and
+    // some side by side) from two Lockers.
+    let mut last = FencingToken::new(0);
+    let mut kept = Vec::new();
+    for round in 0..3 {
+        let locker = if round % 2 == 0 { &a } else { &b };
+        let requests = [
+            locker.lock("tokens"),
+            locker.fair_lock("tokens"),
+            locker.semaphore("tokens", 2),
+            locker.read_lock("tokens"),
+            locker.striped("tokens", 2),
+            locker.write_lock("tokens"),
+        ];
+        for (i, request) in requests.into_iter().enumerate() {
+            let guard = request.await.unwrap();
+            assert!(
+                guard.token() > last,
+                "kind {i}: {} after {last}",
+                guard.token()
+            );
+            last = guard.token();
+            if i % 2 == 0 {
+                kept.push(guard);
+            } else {
+                guard.release().await.unwrap();
+            }
+        }
+        for guard in kept.drain(..) {
+            guard.release().await.unwrap();
+        }
+    }
 }
 
 pub async fn watchdog_keeps_a_short_lease(store: TestStore) {
     let (holder, renewals) = store.locker_with(|l| l.ttl(Duration::from_secs(1))).await;
     let other = store.locker().await;
-    let guard = holder.lock("kept").await.unwrap();
+    // Every kind at once: their leases are renewed side by side.
+    let mut guards = Vec::new();
+    for kind in Sole::ALL {
+        guards.push(kind.request(&holder, "kept").await.unwrap());
+    }
     let started = Instant::now();
-    // Another owner waits 5 lease lengths in vain.
-    let err = other
-        .lock("kept")
-        .wait(Duration::from_secs(5))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, LockError::WaitTimeout { .. }), "{err}");
+    // Another owner waits 5 lease lengths in vain, for each kind.
+    let waits = Sole::ALL.map(|kind| kind.request(&other, "kept").wait(Duration::from_secs(5)));
+    for err in futures_util::future::join_all(waits.map(IntoFuture::into_future)).await {
+        let err = err.unwrap_err();
+        assert!(matches!(err, LockError::WaitTimeout { .. }), "{err}");
+    }
     assert!(started.elapsed() >= Duration::from_secs(5));
-    assert!(guard.is_held());
+    assert!(guards.iter().all(|g| g.is_held()));
     assert!(
-        renewals.renewals() >= 10,
+        renewals.renewals() >= 30,
         "{} renewals",
         renewals.renewals()
     );
-    guard.release().await.unwrap();
-    let taken = other
-        .lock("kept")
-        .wait(Duration::from_secs(1))
-        .await
-        .unwrap();
-    taken.release().await.unwrap();
+    for (kind, guard) in Sole::ALL.into_iter().zip(guards) {
+        guard.release().await.unwrap();
+        let request = kind.request(&other, "kept").wait(Duration::from_secs(1));
+        request.await.unwrap().release().await.unwrap();
+    }
 }
 
 pub async fn without_watchdog_the_lease_expires(store: TestStore) {
@@ -282,15 +349,17 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
     let ttl = Duration::from_secs(6);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let mut tasks = Vec::new();
-    for i in 0..64u64 {
+    for i in 0..96u64 {
         let locker = locker.clone();
         tasks.push(tokio::spawn(async move {
             let key = format!("cancel:{}", i % 4);
-            // Give up at varying points: while queued, while at the store,
-            // or right after acquiring.
+            // Every kind, given up at varying points: while queued (a fair
+            // lock's ticket, a writer's mark), while at the store, or right
+            // after acquiring.
+            let kind = Sole::ALL[(i / 4) as usize % 3];
             let budget = Duration::from_micros(50 + (i * 997) % 3000);
-            match tokio::time::timeout(budget, locker.lock(key).wait(Duration::from_secs(5))).await
-            {
+            let request = kind.request(&locker, key).wait(Duration::from_secs(5));
+            match tokio::time::timeout(budget, request).await {
                 Ok(Ok(guard)) if i % 2 == 0 => drop(guard),
                 Ok(Ok(guard)) => {
                     // Held while the task may be aborted: dropped by the abort.
@@ -310,12 +379,14 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
     // Long before the ttl, every key is free and nothing renews.
     let other = store.locker().await;
     for k in 0..4 {
-        let guard = other
-            .lock(format!("cancel:{k}"))
-            .wait(ttl / 3)
-            .await
-            .expect("a cancelled acquire left a lock behind");
-        guard.release().await.unwrap();
+        for kind in Sole::ALL {
+            let guard = kind
+                .request(&other, format!("cancel:{k}"))
+                .wait(ttl / 3)
+                .await
+                .unwrap_or_else(|err| panic!("a cancelled {kind:?} acquire left a lock: {err}"));
+            guard.release().await.unwrap();
+        }
     }
     nothing_left_after(&store, &locker, &counts, ttl).await;
 }
@@ -344,7 +415,7 @@ pub(crate) async fn nothing_left_after(
 pub(crate) async fn store_is_empty(store: &TestStore) {
     if let Some(server) = store.server() {
         let mut conn = server.connection().await;
-        let left = lock_testkit::all_keys(&mut conn).await;
+        let left = lock_testkit::lasting_keys(&mut conn).await;
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
@@ -360,18 +431,22 @@ pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
         .release()
         .await
         .unwrap();
-    for bad in [
+    let bad_keys = [
         String::new(),
         "k".repeat(lock_core::MAX_KEY_LEN + 1),
         "k".repeat(1 << 20),
-    ] {
-        match locker.lock(bad.clone()).await {
+    ];
+    for (bad, kind) in bad_keys
+        .iter()
+        .flat_map(|bad| Sole::ALL.map(|kind| (bad, kind)))
+    {
+        match kind.request(&locker, bad).await {
             Err(LockError::InvalidKey { key, reason }) => {
                 assert!(key.len() < 200, "the message repeats a huge key");
                 assert!(!reason.is_empty());
             }
             other => panic!(
-                "expected InvalidKey for a {}-byte key, got {other:?}",
+                "expected InvalidKey for a {}-byte key of a {kind:?} lock, got {other:?}",
                 bad.len()
             ),
         }
@@ -390,12 +465,10 @@ pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
         "ключ",
     ];
     let mut held = Vec::new();
-    for key in odd {
-        let guard = locker.lock(key).await.unwrap();
-        assert!(
-            other.try_lock(key).await.unwrap().is_none(),
-            "{key:?} not exclusive"
-        );
+    for (key, kind) in odd.iter().flat_map(|key| Sole::ALL.map(|kind| (key, kind))) {
+        let guard = kind.request(&locker, key).await.unwrap();
+        let again = kind.request(&other, key).wait(Duration::ZERO).await;
+        assert!(again.is_err(), "{key:?} not exclusive as a {kind:?} lock");
         held.push(guard);
     }
     // Distinct inputs are distinct locks, under distinct stored names.

@@ -61,4 +61,10 @@ on_every_backend!(
     semaphore_waiters_of_a_process_line_up,
     semaphore_cancellation_leaves_no_permit,
     striped_uses_every_segment_and_hands_on_the_freed_one,
+    fair_grants_in_arrival_order,
+    fair_queue_survives_cancelled_and_vanished_waiters,
+    readers_share_and_a_writer_excludes,
+    a_waiting_writer_is_not_starved,
+    rw_history_has_no_reader_beside_a_writer,
+    read_inside_write_is_reentrant_and_upgrade_is_refused,
 );

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lock_core::{FencingToken, LockError, Locker, StoredKeys};
-use lock_testkit::{RedisServer, all_keys, assert_lost};
+use lock_testkit::{RedisServer, all_keys, assert_lost, lasting_keys};
 
 use redis::AsyncCommands;
 use tokio::time::Instant;
@@ -19,7 +19,7 @@ async fn locker(server: &RedisServer) -> Locker {
 
 /// Asserts that no key of the locks is left in the server.
 async fn no_lock_keys_left(conn: &mut redis::aio::MultiplexedConnection) {
-    let left: Vec<String> = all_keys(conn)
+    let left: Vec<String> = lasting_keys(conn)
         .await
         .into_iter()
         .filter(|k| k.starts_with("lock:"))

@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::HeldBy;
-use crate::backend::{Attempt, Grant};
+use super::entries::{Entries, Released};
+use crate::backend::{Attempt, Claim, Grant};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
@@ -27,54 +28,45 @@ struct Holder {
     segment: u32,
 }
 
-/// What the leases of one key are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Permits,
-    Segments,
-}
-
-impl Permits {
-    pub(super) fn new(of: u32) -> Self {
+impl Entries for Permits {
+    fn new(claim: Claim) -> Self {
         Permits {
-            of,
+            of: count(claim),
             holders: Vec::new(),
         }
     }
 
-    /// Forgets expired holders; `true` if none is left (the entry can go).
-    pub(super) fn sweep(&mut self, now: Instant) -> bool {
+    fn sweep(&mut self, now: Instant) -> bool {
         self.holders.retain(|h| h.expires > now);
         self.holders.is_empty()
     }
 
-    /// Takes one of `of` permits or segments for `owner` (its own again,
-    /// restarted, if it holds one), minting a token with `mint`.
-    pub(super) fn acquire(
+    /// Takes one of the claim's permits or segments for `owner`.
+    fn acquire(
         &mut self,
-        kind: Kind,
-        of: u32,
+        claim: Claim,
         owner: &str,
         ttl: Duration,
         now: Instant,
-        mint: impl FnOnce() -> FencingToken,
+        mint: &mut dyn FnMut() -> FencingToken,
     ) -> Result<Attempt, StoreError> {
         self.sweep(now);
         if let Some(mine) = self.holders.iter_mut().find(|h| h.owner.is(owner)) {
             mine.expires = now + ttl;
             return Ok(Attempt::Acquired(grant(
-                kind,
+                claim,
                 mine.token,
                 ttl,
                 mine.segment,
             )));
         }
+        let of = count(claim);
         if self.holders.is_empty() {
             self.of = of;
         } else if self.of != of {
-            let what = match kind {
-                Kind::Permits => "permits",
-                Kind::Segments => "segments",
+            let what = match claim {
+                Claim::Segment { .. } => "segments",
+                _ => "permits",
             };
             return Err(StoreError::size_disagrees(what, of, self.of));
         }
@@ -93,11 +85,10 @@ impl Permits {
             expires: now + ttl,
             segment,
         });
-        Ok(Attempt::Acquired(grant(kind, token, ttl, segment)))
+        Ok(Attempt::Acquired(grant(claim, token, ttl, segment)))
     }
 
-    /// Extends `owner`'s live permit; `false` if it has none.
-    pub(super) fn renew(&mut self, owner: &str, ttl: Duration, now: Instant) -> bool {
+    fn renew(&mut self, owner: &str, ttl: Duration, now: Instant) -> bool {
         let mine = self.holders.iter_mut().find(|h| h.owner.is(owner));
         match mine {
             Some(mine) if mine.expires > now => {
@@ -108,19 +99,27 @@ impl Permits {
         }
     }
 
-    /// Gives back `owner`'s live permit; `false` if it had none.
-    pub(super) fn release(&mut self, owner: &str, now: Instant) -> bool {
+    fn release(&mut self, owner: &str, now: Instant) -> Released {
         let Some(at) = self.holders.iter().position(|h| h.owner.is(owner)) else {
-            return false;
+            return Released::default();
         };
         // An expired permit is removed, but was not held.
-        self.holders.swap_remove(at).expires > now
+        let had = self.holders.swap_remove(at).expires > now;
+        Released { had, wakes: had }
     }
 }
 
-fn grant(kind: Kind, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
-    match kind {
-        Kind::Permits => Grant::new(token, ttl),
-        Kind::Segments => Grant::new(token, ttl).with_segment(segment),
+/// The number of permits or segments `claim` names.
+fn count(claim: Claim) -> u32 {
+    match claim {
+        Claim::Permit { of } | Claim::Segment { of } => of,
+        _ => 1,
+    }
+}
+
+fn grant(claim: Claim, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
+    match claim {
+        Claim::Segment { .. } => Grant::new(token, ttl).with_segment(segment),
+        _ => Grant::new(token, ttl),
     }
 }

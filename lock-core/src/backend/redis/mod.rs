@@ -18,7 +18,8 @@ use self::pubsub::Hub;
 pub(crate) use self::replies::STORED_FORMAT;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
 use self::scripts::{
-    PERMIT_ACQUIRE_SCRIPT, PERMIT_RELEASE_SCRIPT, PERMIT_RENEW_SCRIPT, RENEW_SCRIPT,
+    ENTRY_RENEW_SCRIPT, FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT, PERMIT_ACQUIRE_SCRIPT,
+    PERMIT_RELEASE_SCRIPT, RENEW_SCRIPT, RW_ACQUIRE_SCRIPT, RW_RELEASE_SCRIPT,
 };
 pub(crate) use self::send::{Sent, once, within};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
@@ -197,10 +198,12 @@ fn lock_invocation<'s>(
     invocation
 }
 
-/// The hash a semaphore's permits or a striped lock's segments live in.
-fn shares(keys: &StoredKeys, claim: Claim) -> String {
+/// The hash the leases of `claim` (other than exclusive) live in.
+fn entries(keys: &StoredKeys, claim: Claim) -> String {
     match claim {
         Claim::Segment { .. } => keys.segments(),
+        Claim::Fair => keys.fair(),
+        Claim::Read | Claim::Write => keys.rw(),
         _ => keys.permits(),
     }
 }
@@ -213,11 +216,9 @@ impl<C> Backend for RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    fn supports(&self, claim: Claim) -> bool {
-        matches!(
-            claim,
-            Claim::Exclusive | Claim::Permit { .. } | Claim::Segment { .. }
-        )
+    /// Every kind of lock the crate has.
+    fn supports(&self, _: Claim) -> bool {
+        true
     }
 
     fn try_acquire<'a>(
@@ -238,13 +239,25 @@ where
                         Claim::Permit { .. } => ("permits", "t"),
                         _ => ("segments", "s"),
                     };
-                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(shares(keys, claim));
-                    call.key(keys.fence()).arg(owner).arg(millis(ttl));
-                    call.arg(of).arg(answer);
+                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(entries(keys, claim));
+                    call.key(keys.fence()).key(keys.lease());
+                    call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
                     let reply = self.script(&call).await?.reply;
                     return shared_outcome(reply, ttl, what, of);
                 }
-                other => return Err(StoreError::unsupported(other)),
+                Claim::Fair | Claim::Read | Claim::Write => {
+                    let script = match claim {
+                        Claim::Fair => &FAIR_ACQUIRE_SCRIPT,
+                        _ => &RW_ACQUIRE_SCRIPT,
+                    };
+                    let mut call = script.key(entries(keys, claim));
+                    call.key(keys.fence()).key(keys.lease());
+                    call.arg(owner).arg(millis(ttl));
+                    if claim != Claim::Fair {
+                        call.arg(if claim == Claim::Write { "w" } else { "r" });
+                    }
+                    self.script(&call).await?.reply
+                }
             };
             acquire_outcome(reply, ttl)
         })
@@ -263,12 +276,11 @@ where
                     self.lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
                         .await?
                 }
-                Claim::Permit { .. } | Claim::Segment { .. } => {
-                    let mut call = PERMIT_RENEW_SCRIPT.key(shares(keys, claim));
+                other => {
+                    let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, other));
                     call.arg(owner).arg(millis(ttl));
                     self.script(&call).await?.reply
                 }
-                other => return Err(StoreError::unsupported(other)),
             };
             if let Some(err) = other_format(&reply) {
                 return Err(err);
@@ -289,11 +301,19 @@ where
             let sent = match claim {
                 Claim::Exclusive => self.lock_operation(Operation::Release, keys, owner).await?,
                 Claim::Permit { .. } | Claim::Segment { .. } => {
-                    let mut call = PERMIT_RELEASE_SCRIPT.key(shares(keys, claim));
+                    let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
                     self.script(&call).await?
                 }
-                other => return Err(StoreError::unsupported(other)),
+                other => {
+                    let script = match other {
+                        Claim::Fair => &FAIR_RELEASE_SCRIPT,
+                        _ => &RW_RELEASE_SCRIPT,
+                    };
+                    let mut call = script.key(entries(keys, other));
+                    call.arg(owner).arg(keys.channel());
+                    self.script(&call).await?
+                }
             };
             if let Some(err) = other_format(&sent.reply) {
                 return Err(err);

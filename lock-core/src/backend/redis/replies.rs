@@ -23,12 +23,21 @@ pub(super) fn other_format(reply: &redis::Value) -> Option<StoreError> {
     Some(StoreError::refused(Refusal::UnknownFormat(stored), message))
 }
 
-/// Reads the acquire script's reply: the token's digits when taken, else
-/// the integer `-1 - pttl` of the holder (`0`: a holder without expiry).
+/// Reads an acquire script's reply: the token's digits when taken, else
+/// the integer `-1 - pttl` of the holder (`0`: a holder without expiry),
+/// or `queued:<ms>` for a ticket that stands (ask again within `ms`).
 /// A lease is granted for the `ttl` asked.
 pub(super) fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreError> {
     if let Some(err) = other_format(&reply) {
         return Err(err);
+    }
+    if let redis::Value::BulkString(bytes) = &reply
+        && let Some(ms) = bytes.strip_prefix(b"queued:")
+    {
+        let ms = std::str::from_utf8(ms).ok().and_then(|ms| ms.parse().ok());
+        return Ok(Attempt::Queued {
+            remaining: ms.map(Duration::from_millis),
+        });
     }
     match reply {
         redis::Value::Int(held) => Ok(Attempt::Held {
@@ -110,6 +119,9 @@ mod tests {
         );
         let other = read(Value::BulkString(b"format:2".to_vec())).unwrap_err();
         assert_eq!(other.refusal(), Some(&Refusal::UnknownFormat(2)));
+        let queued = read(Value::BulkString(b"queued:250".to_vec())).unwrap();
+        let remaining = Some(Duration::from_millis(250));
+        assert_eq!(queued, Attempt::Queued { remaining });
         let garbled = read(Value::BulkString(b"12|w".to_vec())).unwrap_err();
         assert!(garbled.outcome_unknown(), "{garbled}");
         assert!(read(Value::Nil).is_err());

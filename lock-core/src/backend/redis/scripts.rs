@@ -20,8 +20,10 @@
 //! no `string.format` on the common path, and a token built from TIME's
 //! digits instead of parsed and printed back.
 //!
-//! A semaphore keeps its permits in a hash beside the lease name (see
-//! `permit_acquire.lua`) and mints from the same token record.
+//! The other kinds of lock keep their leases as entries of a hash beside
+//! the lease name (`permit_acquire.lua`, `fair_acquire.lua`,
+//! `rw_acquire.lua`), one hash per kind, and mint from the same token
+//! record, passing the plain lock's token too: one token line per key.
 
 use std::sync::LazyLock;
 
@@ -47,10 +49,27 @@ pub(super) static BATCH_SCRIPT: LazyLock<Script> =
 pub(super) static PERMIT_ACQUIRE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/permit_acquire.lua")));
 
-/// Extends a permit its owner holds (`permit_renew.lua`).
-pub(super) static PERMIT_RENEW_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/permit_renew.lua")));
+/// Extends a lease kept as a hash entry: a permit, a segment, a fair
+/// lock's or a read-write lock's (`entry_renew.lua`).
+pub(super) static ENTRY_RENEW_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/entry_renew.lua")));
 
 /// Gives back a permit and tells waiters (`permit_release.lua`).
 pub(super) static PERMIT_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/permit_release.lua")));
+
+/// Takes a fair lock in arrival order or keeps a ticket (`fair_acquire.lua`).
+pub(super) static FAIR_ACQUIRE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fair_acquire.lua")));
+
+/// Ends a fair lock's lease or ticket (`fair_release.lua`).
+pub(super) static FAIR_RELEASE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/fair_release.lua")));
+
+/// Takes a read or write lease, or marks a waiting writer (`rw_acquire.lua`).
+pub(super) static RW_ACQUIRE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/rw_acquire.lua")));
+
+/// Ends a read or write lease, or a writer's mark (`rw_release.lua`).
+pub(super) static RW_RELEASE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/rw_release.lua")));

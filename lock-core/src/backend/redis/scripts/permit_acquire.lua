@@ -6,6 +6,7 @@
 --          expiring with its last entry
 -- KEYS[2]  the token record `1|<token>` (see acquire.lua): one token line
 --          per key, shared with the key's other kinds of lock
+-- KEYS[3]  the plain lock's lease on the key, whose token a new one passes
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms; ARGV[3] the number of
 --          permits (or segments); ARGV[4] `s` to be answered the segment
 --
@@ -17,8 +18,10 @@
 -- nothing then.
 --
 -- Permits are held side by side, so a new token must pass the live ones
--- too (a clock stepped back), and one minted ahead of the clock is always
--- recorded: the next permit, or a lock on the key, mints above it.
+-- too (a clock stepped back), and the plain lock's; it is recorded until
+-- the clock passes it (always, at first), so that the next permit, or any
+-- other kind of lock on the key, mints above it even within the same
+-- microsecond.
 local permits, fence, owner = KEYS[1], KEYS[2], ARGV[1]
 local ttl, of = tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('TIME')
@@ -63,14 +66,14 @@ end
 if live > 0 and not stored then return 'format:0' end
 if live > 0 and stored ~= of then return 'permits:' .. stored end
 if live >= of then return -1 - (soonest - now) end
-local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-local at = tonumber(token)
+local at = tonumber(t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
 local next = math.max(at, top + 1)
 if last then next = math.max(next, tonumber(string.sub(last, 3)) + 1) end
-if next > at then
-  token = string.format('%.0f', next)
-  redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
-end
+local plain = redis.call('GET', KEYS[3])
+local held = plain and string.match(plain, '^1|[^|]*|(%d+)')
+if held then next = math.max(next, tonumber(held) + 1) end
+local token = string.format('%.0f', next)
+redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
 local segment = 0
 while used[segment] do segment = segment + 1 end
 redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl) .. '|' .. segment, '#', '1|' .. of)
