@@ -21,8 +21,23 @@ pub struct Options {
     pub watchdog: Option<bool>,
     /// Reaction to a lost lease.
     pub on_lost: OnLost,
-    /// A semaphore of this many permits instead of a lock.
-    pub permits: Option<u32>,
+    /// Which kind of lock.
+    pub kind: Kind,
+}
+
+/// The kind of lock the attribute names.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// `Locker::lock`.
+    Plain,
+    /// `kind = "fair"`: `Locker::fair_lock`.
+    Fair,
+    /// `kind = "read"`: `Locker::read_lock`.
+    Read,
+    /// `kind = "write"`: `Locker::write_lock`.
+    Write,
+    /// `permits = N`: `Locker::semaphore`.
+    Permits(u32),
 }
 
 /// Anything the `locker = <expr>` argument may yield.
@@ -100,9 +115,12 @@ pub async fn run<F: Future>(
     body: F,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
-    let request = match options.permits {
-        Some(permits) => locker.semaphore(key, permits),
-        None => locker.lock(key),
+    let request = match options.kind {
+        Kind::Plain => locker.lock(key),
+        Kind::Fair => locker.fair_lock(key),
+        Kind::Read => locker.read_lock(key),
+        Kind::Write => locker.write_lock(key),
+        Kind::Permits(permits) => locker.semaphore(key, permits),
     };
     let guard = configure!(request, options).await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;

@@ -12,7 +12,7 @@ use syn::{Expr, Ident, LitBool, LitInt, LitStr, Path, Token};
 use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
-const NAMES: &str = "key, keys, permits, ttl, wait, watchdog, locker, on_lost, crate";
+const NAMES: &str = "key, keys, kind, permits, ttl, wait, watchdog, locker, on_lost, crate";
 
 /// A key template: the literal (for spans) and its pieces.
 pub(crate) type Template = (LitStr, Vec<Piece>);
@@ -28,9 +28,21 @@ pub(crate) struct LockArgs {
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
     pub(crate) on_lost: OnLost,
-    /// `permits = N`: a semaphore of N permits.
-    pub(crate) permits: Option<u32>,
+    /// `kind = "..."` or `permits = N`: which lock (`Plain` if neither).
+    pub(crate) kind: Kind,
     pub(crate) krate: Option<Path>,
+}
+
+/// Which kind of lock: a `lock_core::__private::Kind`.
+#[derive(Clone, Copy, Default)]
+pub(crate) enum Kind {
+    #[default]
+    Plain,
+    Fair,
+    Read,
+    Write,
+    /// A semaphore of this many permits.
+    Permits(u32),
 }
 
 /// `on_lost = "abort" | "continue"`: a `lock_core::OnLost` variant.
@@ -73,6 +85,7 @@ impl Parse for LockArgs {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut keys: Option<(Ident, Vec<Template>)> = None;
         let mut permits: Option<(Ident, u32)> = None;
+        let mut kind: Option<(Ident, Kind)> = None;
         let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
             (None, None, None, None, None, None);
         let mut seen: Vec<String> = Vec::new();
@@ -131,6 +144,23 @@ impl Parse for LockArgs {
                     }
                     permits = Some((name.clone(), n));
                 }
+                "kind" => {
+                    let lit: LitStr = input.parse()?;
+                    let named = match lit.value().as_str() {
+                        "fair" => Kind::Fair,
+                        "read" => Kind::Read,
+                        "write" => Kind::Write,
+                        other => {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                format!(
+                                    "kind = \"{other}\" is not known; use \"fair\", \"read\" or \"write\" (or `permits = N` for a semaphore)"
+                                ),
+                            ));
+                        }
+                    };
+                    kind = Some((name.clone(), named));
+                }
                 "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
                 "wait" => wait = Some(duration_arg(input, "wait", true)?),
                 "watchdog" => watchdog = Some(input.parse::<LitBool>()?.value),
@@ -181,10 +211,29 @@ impl Parse for LockArgs {
                 "`permits` takes one `key`, not `keys`: a semaphore is on one key",
             ));
         }
+        if let Some((name, _)) = &kind {
+            let clash = if permits.is_some() {
+                Some(
+                    "`kind` and `permits` name two kinds of lock; a semaphore is `permits = N` alone",
+                )
+            } else if all {
+                Some("`kind` takes one `key`; `keys` locks several keys with plain locks")
+            } else {
+                None
+            };
+            if let Some(message) = clash {
+                return Err(syn::Error::new(name.span(), message));
+            }
+        }
+        let kind = match (kind, permits) {
+            (Some((_, kind)), _) => kind,
+            (None, Some((_, n))) => Kind::Permits(n),
+            (None, None) => Kind::Plain,
+        };
         Ok(LockArgs {
             keys,
             all,
-            permits: permits.map(|(_, n)| n),
+            kind,
             ttl,
             wait,
             watchdog,

@@ -22,7 +22,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, LitStr, Member, Pat, ReturnType};
 
-use crate::args::LockArgs;
+use crate::args::{Kind, LockArgs};
 use crate::template::Piece;
 
 /// The names a key template may start with.
@@ -225,9 +225,12 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         None => quote!(::core::option::Option::None),
     };
     let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
-    let permits = match args.permits {
-        Some(n) => quote!(::core::option::Option::Some(#n)),
-        None => quote!(::core::option::Option::None),
+    let kind = match args.kind {
+        Kind::Plain => quote!(Plain),
+        Kind::Fair => quote!(Fair),
+        Kind::Read => quote!(Read),
+        Kind::Write => quote!(Write),
+        Kind::Permits(n) => quote!(Permits(#n)),
     };
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
@@ -245,7 +248,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #krate::OnLost::#on_lost,
-                permits: #permits,
+                kind: #krate::__private::Kind::#kind,
             };
             match #krate::__private::#run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's, so `?`

@@ -44,7 +44,8 @@ use proc_macro::TokenStream;
 /// |---|---|---|
 /// | `key` (or `keys`: one is required) | `"order:<id>"`, `"user:<req.user.id>"`, `"<self.shard>:x"` | the lock key; `<name>` is an argument (formatted with `Display`), `<name.field>` reaches into it, `<self.field>` into the receiver; a literal `<` is `<<` |
 /// | `keys` (instead of `key`) | `["account:<from>", "account:<to>"]` | lock every key or none (`Locker::lock_all`: taken in sorted order, so calls naming the same keys in any order never deadlock); inside, `FencingToken::current_for(key)` gives each key's token |
-/// | `permits` | `4` | a semaphore on `key` (`Locker::semaphore`): at most this many calls at once across every process; 1 to 1024, one number per key |
+/// | `kind` | `"fair"`, `"read"`, `"write"` | a fair lock on `key` (`Locker::fair_lock`: callers served in arrival order), or the read or write side of a read-write lock (`Locker::read_lock` / `write_lock`: many readers or one writer); default: the plain lock |
+/// | `permits` (instead of `kind`) | `4` | a semaphore on `key` (`Locker::semaphore`): at most this many calls at once across every process; 1 to 1024, one number per key |
 /// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
 /// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |
 /// | `watchdog` | `false` | renew the lease while the body runs (default `true`) |
@@ -61,7 +62,8 @@ use proc_macro::TokenStream;
 ///
 /// Mistakes are compile errors pointing at the offending token: a missing or
 /// empty key, `key` with `keys`, an empty `keys`, `permits` out of 1..=1024
-/// or with `keys`, a `<name>` that is no argument, a field path on a
+/// or with `keys`, an unknown `kind` or one with `permits` or `keys`, a
+/// `<name>` that is no argument, a field path on a
 /// pattern-bound argument, an unclosed `<`, a bad duration, an unknown or
 /// repeated argument, an unknown `on_lost`, a non-async, `const` or
 /// non-`Result` function. The function itself is still emitted next to the

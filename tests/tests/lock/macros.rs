@@ -508,3 +508,115 @@ async fn permits_make_a_semaphore() {
     // Two at once, never three.
     assert_eq!(most.load(Ordering::SeqCst), 2);
 }
+
+/// Reads a page under the read lock: the write lock's holder is never
+/// inside with it.
+#[distributed_lock(key = "page:<id>", kind = "read", locker = locker, wait = "30s")]
+async fn read_page(
+    locker: &Locker,
+    id: u32,
+    readers: &AtomicU32,
+    most: &AtomicU32,
+    writing: &AtomicU32,
+) -> Result<u32, LockError> {
+    let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(now, Ordering::SeqCst);
+    let overlap = writing.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    readers.fetch_sub(1, Ordering::SeqCst);
+    let _ = id;
+    Ok(overlap)
+}
+
+/// Writes a page under the write lock; a read of it inside is reentrant.
+#[distributed_lock(key = "page:<id>", kind = "write", locker = locker, wait = "30s")]
+async fn write_page(
+    locker: &Locker,
+    id: u32,
+    readers: &AtomicU32,
+    writing: &AtomicU32,
+) -> Result<u32, LockError> {
+    writing.fetch_add(1, Ordering::SeqCst);
+    let overlap = readers.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Reading back what was written: granted at once inside the write.
+    let token = FencingToken::current();
+    let seen = read_back(locker, id).await?;
+    writing.fetch_sub(1, Ordering::SeqCst);
+    assert_eq!(seen, token, "the inner read is the write's own lock");
+    Ok(overlap)
+}
+
+#[distributed_lock(key = "page:<id>", kind = "read", locker = locker, wait = "0s")]
+async fn read_back(locker: &Locker, id: u32) -> Result<Option<FencingToken>, LockError> {
+    let _ = id;
+    Ok(FencingToken::current())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kind_read_and_write_make_a_read_write_lock() {
+    let server = RedisServer::start();
+    let (readers, most, writing) = (
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let mut tasks = Vec::new();
+    for worker in 0..6u32 {
+        let locker = redis_locker(&server).await;
+        let (readers, most, writing) = (readers.clone(), most.clone(), writing.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut overlaps = 0;
+            for round in 0..6u32 {
+                overlaps += if (worker + round) % 3 == 0 {
+                    write_page(&locker, 7, &readers, &writing).await.unwrap()
+                } else {
+                    read_page(&locker, 7, &readers, &most, &writing)
+                        .await
+                        .unwrap()
+                };
+            }
+            overlaps
+        }));
+    }
+    for task in tasks {
+        let overlaps = tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("stuck")
+            .unwrap();
+        assert_eq!(overlaps, 0, "a reader and a writer were inside at once");
+    }
+    assert!(most.load(Ordering::SeqCst) > 1, "readers never shared");
+}
+
+/// Served in the order the calls reached the store.
+#[distributed_lock(key = "queue", kind = "fair", locker = locker, wait = "30s")]
+async fn serve(
+    locker: &Locker,
+    order: &std::sync::Mutex<Vec<u32>>,
+    i: u32,
+) -> Result<(), LockError> {
+    order.lock().unwrap().push(i);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kind_fair_serves_in_arrival_order() {
+    let locker = Locker::memory();
+    let held = locker.fair_lock("queue").await.unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5u32 {
+        let (mine, order) = (locker.clone(), order.clone());
+        tasks.push(tokio::spawn(async move { serve(&mine, &order, i).await }));
+        // In line before the next one comes.
+        while locker.local_waiters("queue") <= i as usize {
+            tokio::task::yield_now().await;
+        }
+    }
+    held.release().await.unwrap();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+}
