@@ -3,7 +3,7 @@ use std::time::Duration;
 use lock_core::Locker;
 use tower::Layer;
 
-use super::{LockService, OnLost, Settings};
+use super::{LockService, Mode, OnLost, Reads, Settings, safe_methods_read};
 use crate::rejection::{DefaultRejection, Reject};
 
 /// Locks each request on a key derived from it; see the
@@ -38,6 +38,25 @@ impl<K> LockLayer<K> {
             reject: DefaultRejection,
         }
     }
+
+    /// A layer that takes the read lock of the key for requests with a
+    /// safe method (GET, HEAD, OPTIONS) and the write lock for the others
+    /// (see [`Locker::read_lock`]): reads of one resource run side by side,
+    /// a write runs alone, and a waiting write keeps new reads out.
+    /// [`reads_when`](Self::reads_when) changes which requests read (a
+    /// gRPC service, whose calls are all POSTs, decides by path).
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    /// use lock_tower::{KeyFrom, LockLayer};
+    ///
+    /// let layer = LockLayer::read_write(Locker::memory(), KeyFrom::path("/docs/{id}", "doc:<id>"));
+    /// # let _ = layer;
+    /// ```
+    pub fn read_write(locker: Locker, extractor: K) -> Self {
+        let reads = safe_methods_read;
+        LockLayer::new(locker, extractor).mode(Mode::ReadWrite { reads })
+    }
 }
 
 impl<K, R> LockLayer<K, R> {
@@ -57,6 +76,35 @@ impl<K, R> LockLayer<K, R> {
     /// What happens when the lease is lost while the handler runs.
     pub fn on_lost(mut self, on_lost: OnLost) -> Self {
         self.settings.on_lost = on_lost;
+        self
+    }
+
+    /// Takes fair locks ([`Locker::fair_lock`]): requests for one key are
+    /// served in the order they reached the store, across replicas. It
+    /// replaces a read-write split: the last of `fair`, `read_write` and
+    /// `reads_when` decides.
+    pub fn fair(self) -> Self {
+        self.mode(Mode::Fair)
+    }
+
+    /// Takes the read lock for the requests `reads` accepts and the write
+    /// lock for the others, as [`read_write`](LockLayer::read_write).
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    /// use lock_tower::{KeyFrom, LockLayer};
+    ///
+    /// // gRPC: every call is a POST; the `Get*` methods read.
+    /// let layer = LockLayer::new(Locker::memory(), KeyFrom::header("x-account").prefix("account:"))
+    ///     .reads_when(|_, uri| uri.path().rsplit('/').next().is_some_and(|m| m.starts_with("Get")));
+    /// # let _ = layer;
+    /// ```
+    pub fn reads_when(self, reads: Reads) -> Self {
+        self.mode(Mode::ReadWrite { reads })
+    }
+
+    fn mode(mut self, mode: Mode) -> Self {
+        self.settings.mode = mode;
         self
     }
 

@@ -13,6 +13,11 @@
 //! the lock's task scope (so `FencingToken::current()` and reentrant
 //! `#[distributed_lock]` functions see it); the response body carries the
 //! guard and releases it when the body ends, fails, or is dropped.
+//!
+//! A layer takes plain locks; [`LockLayer::fair`] makes them fair locks
+//! (requests served in arrival order), and [`LockLayer::read_write`] a
+//! read-write lock per key: reads (by default the safe methods) share it,
+//! writes take it alone.
 
 mod body;
 mod future;
@@ -36,4 +41,27 @@ pub(crate) struct Settings {
     pub(crate) ttl: Option<Duration>,
     pub(crate) wait: Option<Duration>,
     pub(crate) on_lost: OnLost,
+    pub(crate) mode: Mode,
+}
+
+/// Which lock a request takes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) enum Mode {
+    /// `Locker::lock`.
+    #[default]
+    Exclusive,
+    /// `Locker::fair_lock`.
+    Fair,
+    /// `Locker::read_lock` when `reads` says so, else `Locker::write_lock`.
+    ReadWrite { reads: Reads },
+}
+
+/// Which requests of a read-write layer take the read lock.
+pub type Reads = fn(&http::Method, &http::Uri) -> bool;
+
+/// The default of [`LockLayer::read_write`]: the safe methods (GET, HEAD,
+/// OPTIONS) read, every other method writes.
+pub fn safe_methods_read(method: &http::Method, _: &http::Uri) -> bool {
+    use http::Method;
+    [Method::GET, Method::HEAD, Method::OPTIONS].contains(method)
 }

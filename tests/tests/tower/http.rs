@@ -571,3 +571,121 @@ async fn a_lock_to_be_had_at_once_calls_the_inner_service_without_cloning_it() {
         "the lock ends with the response body"
     );
 }
+
+/// Reads and writes of documents, counting who is inside.
+#[derive(Default)]
+struct Readers {
+    inside: AtomicU64,
+    most: AtomicU64,
+    writes_beside_reads: AtomicU64,
+}
+
+async fn read_doc(State(readers): State<Arc<Readers>>) -> String {
+    let now = readers.inside.fetch_add(1, Ordering::SeqCst) + 1;
+    readers.most.fetch_max(now, Ordering::SeqCst);
+    // Long enough for the other readers to come in beside this one.
+    let shared = async {
+        while readers.most.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), shared).await;
+    readers.inside.fetch_sub(1, Ordering::SeqCst);
+    "read".to_owned()
+}
+
+async fn write_doc(State(readers): State<Arc<Readers>>) -> String {
+    if readers.inside.load(Ordering::SeqCst) > 0 {
+        readers.writes_beside_reads.fetch_add(1, Ordering::SeqCst);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    "written".to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_layer_lets_reads_share_and_writes_run_alone() {
+    let server = RedisServer::start();
+    let readers = Arc::new(Readers::default());
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let locker = Locker::redis(&server.url()).await.unwrap();
+        let keys = KeyFrom::path("/docs/{id}", "doc:<id>");
+        let layer = LockLayer::read_write(locker, keys)
+            // POST reads too here; PUT writes.
+            .reads_when(|method, uri| {
+                lock_tower::lock::safe_methods_read(method, uri) || method == http::Method::POST
+            })
+            .wait(Duration::from_secs(20));
+        let app = Router::new()
+            .route("/docs/{id}", get(read_doc).put(write_doc).post(read_doc))
+            .layer(layer)
+            .with_state(readers.clone());
+        replicas.push(serve(app).await);
+    }
+    let client = client();
+    // Three readers over both replicas, one of them through the override:
+    // all inside at once. Without the override the POST is a write: it
+    // waits for both GETs, which then never see a third reader beside them.
+    let reads = ["GET", "GET", "POST"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, method)| {
+            let (client, addr) = (client.clone(), replicas[i % 2]);
+            async move { call(&client, method, format!("http://{addr}/docs/7")).await }
+        });
+    let results = futures_util::future::join_all(reads).await;
+    assert!(
+        results
+            .iter()
+            .all(|(status, _, _)| *status == StatusCode::OK)
+    );
+    assert_eq!(
+        readers.most.load(Ordering::SeqCst),
+        3,
+        "reads did not share"
+    );
+    // Writes and reads mixed: no write ever beside a read.
+    let mixed = (0..12).map(|i| {
+        let (client, addr) = (client.clone(), replicas[i % 2]);
+        let method = if i % 3 == 0 { "PUT" } else { "GET" };
+        async move { call(&client, method, format!("http://{addr}/docs/8")).await }
+    });
+    for (status, _, body) in futures_util::future::join_all(mixed).await {
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    assert_eq!(readers.writes_beside_reads.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_layer_serves_requests_in_arrival_order() {
+    let locker = Locker::memory();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let served = order.clone();
+    let app = Router::new()
+        .route(
+            "/queue/{n}",
+            post(move |Path(n): Path<u32>| async move {
+                served.lock().unwrap().push(n);
+            }),
+        )
+        .layer(LockLayer::new(locker.clone(), KeyFrom::path("/queue/{n}", "queue")).fair());
+    let addr = serve(app).await;
+    let held = locker.fair_lock("queue").await.unwrap();
+    let client = client();
+    let mut requests = Vec::new();
+    for n in 0..4u32 {
+        let client = client.clone();
+        requests.push(tokio::spawn(async move {
+            call(&client, "POST", format!("http://{addr}/queue/{n}")).await
+        }));
+        // In line before the next one is sent.
+        while locker.local_waiters("queue") <= n as usize {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    held.release().await.unwrap();
+    for request in requests {
+        assert_eq!(request.await.unwrap().0, StatusCode::OK);
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+}
