@@ -265,7 +265,8 @@ impl Acquisition {
                         return Err(self.timeout_error(started, remaining));
                     }
                     // Boxed like the local line: only a held lock gets here.
-                    let released = subscription.wait_for_release(&self, remaining, deadline);
+                    let released =
+                        subscription.wait_for_release(&self, undo.owner(), remaining, deadline);
                     Box::pin(released).await?;
                 }
                 Err(err) => {

@@ -16,27 +16,37 @@ const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub(crate) struct Subscription {
     signal: Option<ReleaseSignal>,
+    /// The owner value the signal was asked for (a queue's waiter hears
+    /// of its own turn; an acquire that starts over has a new value).
+    owner: String,
     /// Subscribing cannot work (the store has no channel): poll instead.
     failed: bool,
 }
 
 impl Subscription {
-    /// Waits for the release of the lock `acquisition` wants: subscribes
-    /// first if there is no subscription yet (and returns at once, so that
-    /// the caller tries again with no release missed), else sleeps until a
-    /// release message, the holder's `remaining` time or the `deadline`.
+    /// Waits for the release of the lock `acquisition` wants for `owner`:
+    /// subscribes first if there is no subscription for it yet (and returns
+    /// at once, so that the caller tries again with no release missed),
+    /// else sleeps until a release message, the holders' `remaining` time
+    /// or the `deadline`.
     pub(crate) async fn wait_for_release(
         &mut self,
         acquisition: &Acquisition,
+        owner: &str,
         remaining: Option<Duration>,
         deadline: Instant,
     ) -> Result<(), LockError> {
         let keys = &acquisition.keys;
+        if self.owner != owner {
+            self.signal = None;
+        }
         if self.signal.is_none() && !self.failed {
-            let subscribe = acquisition.locker.inner.backend.subscribe(keys);
+            let backend = &acquisition.locker.inner.backend;
+            let subscribe = backend.subscribe(keys, acquisition.claim, owner);
             match tokio::time::timeout_at(deadline, subscribe).await {
                 Ok(Ok(signal)) => {
                     self.signal = Some(signal);
+                    owner.clone_into(&mut self.owner);
                     return Ok(());
                 }
                 // A cut connection: poll this time, subscribe again next.

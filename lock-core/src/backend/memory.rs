@@ -336,9 +336,12 @@ impl Backend for MemoryBackend {
         })
     }
 
+    /// One signal per key: a process's line has a single head at the store.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        _: Claim,
+        _: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::ready(self.subscribe_now(keys))
     }

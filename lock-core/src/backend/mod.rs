@@ -181,11 +181,16 @@ pub trait Backend: Send + Sync + 'static {
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
-    /// Subscribes to the releases of the lock. The subscription is active
-    /// when the returned future resolves.
+    /// Subscribes to the releases that `owner`, waiting for a lease of
+    /// `claim`, must hear of: those of the lock, or, where the store keeps
+    /// a queue (a fair lock; an etcd key or ZooKeeper node watching its
+    /// predecessor), only the one that makes it first. The subscription is
+    /// active when the returned future resolves.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
     /// Waits until `wanted` replicas have every write made so far, for at

@@ -79,8 +79,10 @@ impl Backend for AtLeast {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.store.subscribe(keys)
+        self.store.subscribe(keys, claim, owner)
     }
 
     fn answers_in_place(&self) -> bool {

@@ -333,12 +333,20 @@ where
         })
     }
 
+    /// A fair lock's waiter hears only of its own turn, on a channel of its
+    /// own (`<channel>:<owner>`), so that a release wakes one waiter, not
+    /// every process's.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {
             match &self.hub {
+                Some(hub) if claim == Claim::Fair => {
+                    hub.subscribe(&format!("{}:{owner}", keys.channel())).await
+                }
                 Some(hub) => hub.subscribe(keys.channel()).await,
                 None => Err(StoreError::permanent(
                     "no pub/sub client configured; waiting falls back on the lease TTL",

@@ -1,8 +1,10 @@
 -- Ends a fair lock's lease, or withdraws a waiter's ticket, and tells the
--- waiters when the first place was freed.
+-- next waiter when the first place was freed: on its own channel, so that
+-- no other waiter wakes.
 --
 -- KEYS[1]  the queue (see fair_acquire.lua)
--- ARGV[1]  the owner value; ARGV[2] the release channel
+-- ARGV[1]  the owner value; ARGV[2] the release channel, to which the
+--          next waiter's `:<owner>` is appended
 --
 -- Replies 1 if a live lease or ticket was ended, 0 if the owner had none
 -- (an expired one is removed), or `format:<version>` for a value of
@@ -16,21 +18,25 @@ if string.byte(value, 1) ~= 49 or string.byte(value, 2) ~= 124 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local token, expiry, seq = string.match(value, '^1|(%d+)|(%d+)|(%d+)$')
+local expiry, seq = string.match(value, '^1|%d+|(%d+)|(%d+)$')
 local live = tonumber(expiry) > now
-local first = live and token ~= '0'
-if live and not first then
-  -- A ticket: the first place is freed only if no live entry was ahead.
-  first = true
-  seq = tonumber(seq)
+seq = tonumber(seq)
+-- The first live entry after this one is next; any live one before it
+-- keeps the first place taken.
+local first, next, next_seq = live, nil, nil
+if live then
   local all = redis.call('HGETALL', queue)
   for i = 1, #all, 2 do
-    local expires, other = string.match(all[i + 1], '^1|%d+|(%d+)|(%d+)$')
-    if other and tonumber(other) < seq and tonumber(expires) > now then first = false end
+    local other_expiry, other = string.match(all[i + 1], '^1|%d+|(%d+)|(%d+)$')
+    if other and all[i] ~= owner and tonumber(other_expiry) > now then
+      other = tonumber(other)
+      if other < seq then first = false end
+      if not next_seq or other < next_seq then next, next_seq = all[i], other end
+    end
   end
 end
 -- Published first, so that a denied PUBLISH (ACL) fails the release whole.
-if first then redis.call('PUBLISH', channel, '1') end
+if first and next then redis.call('PUBLISH', channel .. ':' .. next, '1') end
 redis.call('HDEL', queue, owner)
 -- Only the sequence left: nothing stays behind.
 if redis.call('HLEN', queue) <= 1 then redis.call('DEL', queue) end
