@@ -11,11 +11,13 @@
 
 pub mod history;
 mod postgres;
+mod process;
 mod proxy;
 mod server;
 mod store;
 
 pub use postgres::PostgresServer;
+pub use process::Process;
 pub use proxy::DelayProxy;
 pub use server::{
     LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lasting_keys,

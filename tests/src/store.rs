@@ -182,8 +182,10 @@ impl Backend for Counting {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.inner.subscribe(keys)
+        self.inner.subscribe(keys, claim, owner)
     }
 
     fn confirm_replicas(

@@ -1,13 +1,20 @@
 //! A lock client in its own OS process, for the multi-process tests.
 //!
-//! `contender <redis-url> <keys> <tasks> <millis> [permits]`: `tasks` tasks
+//! `contender <redis-url> <keys> <tasks> <millis> [kind]`: `tasks` tasks
 //! contend on `keys` keys for `millis` ms. Inside each critical section a
 //! task marks itself inside (`INCR inside:<k>` must return 1), does a
 //! read-modify-write of `counter:<k>` with a pause in between (correct only
-//! under mutual exclusion), and leaves. With `permits`, it takes a
-//! semaphore of that many permits instead: `INCR inside:<k>` must not pass
-//! `permits`, and the counter is not kept. Prints `ops=<n> violations=<n>
-//! most=<n>` (the most inside at once it saw) at the end.
+//! under mutual exclusion), and leaves. `kind` is the lock taken:
+//! - none: the plain lock; `fair`: the fair lock, the same way;
+//! - a number N: a semaphore of N permits: `INCR inside:<k>` must not pass
+//!   N, and the counter is not kept;
+//! - `rw`: one write in four, three reads: a writer counts as
+//!   `inside:<k>` (must be 1, with no reader in `readers:<k>`) and keeps the
+//!   counter; a reader must find no writer inside, and `most` is the most
+//!   readers seen at once.
+//!
+//! Prints `ops=<n> violations=<n> most=<n>` (the most inside at once it
+//! saw) at the end.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,17 +24,30 @@ use lock_core::Locker;
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
+/// The lock each critical section takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Fair,
+    Permits(u32),
+    ReadWrite,
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (url, keys, tasks, millis, permits) = match args.as_slice() {
-        [_, url, keys, tasks, millis] => (url, keys, tasks, millis, None),
-        [_, url, keys, tasks, millis, permits] => {
-            let permits: u32 = permits.parse().expect("permits");
-            (url, keys, tasks, millis, Some(permits))
+    let (url, keys, tasks, millis, kind) = match args.as_slice() {
+        [_, url, keys, tasks, millis] => (url, keys, tasks, millis, Kind::Plain),
+        [_, url, keys, tasks, millis, kind] => {
+            let kind = match kind.as_str() {
+                "fair" => Kind::Fair,
+                "rw" => Kind::ReadWrite,
+                permits => Kind::Permits(permits.parse().expect("fair, rw or permits")),
+            };
+            (url, keys, tasks, millis, kind)
         }
         _ => {
-            eprintln!("usage: contender <redis-url> <keys> <tasks> <millis> [permits]");
+            eprintln!("usage: contender <redis-url> <keys> <tasks> <millis> [fair|rw|<permits>]");
             std::process::exit(2);
         }
     };
@@ -58,17 +78,47 @@ async fn main() {
                 round += 1;
                 let k = round % keys;
                 let key = format!("mp:{k}");
-                let guard = match permits {
-                    Some(n) => locker.semaphore(key, n).await,
-                    None => locker.lock(key).await,
+                let writes = kind == Kind::ReadWrite && round % 4 == 0;
+                let guard = match kind {
+                    Kind::Plain => locker.lock(key),
+                    Kind::Fair => locker.fair_lock(key),
+                    Kind::Permits(n) => locker.semaphore(key, n),
+                    Kind::ReadWrite if writes => locker.write_lock(key),
+                    Kind::ReadWrite => locker.read_lock(key),
                 }
+                .await
                 .expect("acquire");
+                if kind == Kind::ReadWrite && !writes {
+                    let readers: u64 = data.incr(format!("readers:{k}"), 1).await.expect("INCR");
+                    most.fetch_max(readers, Ordering::SeqCst);
+                    let writers: Option<u64> = data.get(format!("inside:{k}")).await.expect("GET");
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                    if writers.unwrap_or(0) > 0 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let _: i64 = data.decr(format!("readers:{k}"), 1).await.expect("DECR");
+                    guard.release().await.expect("release");
+                    ops.fetch_add(1, Ordering::SeqCst);
+                    continue;
+                }
                 let inside: u64 = data.incr(format!("inside:{k}"), 1).await.expect("INCR");
-                most.fetch_max(inside, Ordering::SeqCst);
-                if inside > u64::from(permits.unwrap_or(1)) {
+                let bound = match kind {
+                    Kind::Permits(n) => u64::from(n),
+                    _ => 1,
+                };
+                if kind != Kind::ReadWrite {
+                    most.fetch_max(inside, Ordering::SeqCst);
+                }
+                if inside > bound {
                     violations.fetch_add(1, Ordering::SeqCst);
                 }
-                if permits.is_none() {
+                if writes {
+                    let readers: Option<u64> = data.get(format!("readers:{k}")).await.expect("GET");
+                    if readers.unwrap_or(0) > 0 {
+                        violations.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                if !matches!(kind, Kind::Permits(_)) {
                     let seen: i64 = data.get(format!("counter:{k}")).await.unwrap_or(0);
                     tokio::time::sleep(Duration::from_micros(200)).await;
                     let _: () = data

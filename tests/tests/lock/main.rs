@@ -7,6 +7,7 @@ mod healing;
 mod history;
 mod macros;
 mod metrics;
+mod processes;
 mod redis_only;
 
 /// Runs each conformance test against both backends.

@@ -18,7 +18,7 @@ async fn locker(server: &RedisServer) -> Locker {
 }
 
 /// Asserts that no key of the locks is left in the server.
-async fn no_lock_keys_left(conn: &mut redis::aio::MultiplexedConnection) {
+pub(crate) async fn no_lock_keys_left(conn: &mut redis::aio::MultiplexedConnection) {
     let left: Vec<String> = lasting_keys(conn)
         .await
         .into_iter()
@@ -29,7 +29,11 @@ async fn no_lock_keys_left(conn: &mut redis::aio::MultiplexedConnection) {
 
 /// Runs `contender` in `processes` OS processes with `args` after the URL,
 /// and sums their `ops` and `violations` and takes the largest `most`.
-fn contenders(server: &RedisServer, processes: usize, args: &[String]) -> (u64, u64, u64) {
+pub(crate) fn contenders(
+    server: &RedisServer,
+    processes: usize,
+    args: &[String],
+) -> (u64, u64, u64) {
     let children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_contender"))
