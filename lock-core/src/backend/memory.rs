@@ -137,10 +137,20 @@ impl MemoryBackend {
 
     /// Ends the lease on `keys` at once, as if it had expired or been
     /// taken away: for testing how code reacts to a lost lease (its holder
-    /// sees it lost at the next renewal). Returns whether a lease was there.
+    /// sees it lost at the next renewal). Every kind of lock on the key goes
+    /// (fair queue, read-write holders, permits, segments). Returns whether
+    /// anything was there.
     #[cfg(feature = "test-util")]
     pub fn evict(&self, keys: &StoredKeys) -> bool {
-        self.lock_state(keys).leases.remove(keys).is_some()
+        let mut state = self.lock_state(keys);
+        let kinds = [
+            state.leases.remove(keys).is_some(),
+            state.fair.remove(keys).is_some(),
+            state.rw.remove(keys).is_some(),
+            state.permits.remove(keys).is_some(),
+            state.segments.remove(keys).is_some(),
+        ];
+        kinds.contains(&true)
     }
 
     fn lock_state(&self, keys: &StoredKeys) -> MutexGuard<'_, State> {

@@ -232,22 +232,43 @@ pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
 }
 
 pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
+    for kind in Sole::ALL {
+        loss_of(&store, kind).await;
+    }
+    // The kinds that share a key are told too.
+    let holder = store
+        .locker_with(|l| l.ttl(Duration::from_millis(600)))
+        .await
+        .0;
+    let shares = [
+        holder.read_lock("shared").await.unwrap(),
+        holder.semaphore("shared", 2).await.unwrap(),
+        holder.striped("shared", 2).await.unwrap(),
+    ];
+    store.steal(&holder, "shared").await;
+    for guard in shares {
+        let told = tokio::time::timeout(Duration::from_millis(200) + SLACK, guard.lost()).await;
+        assert!(matches!(told, Ok(LockError::Lost { .. })), "{told:?}");
+    }
+}
+
+async fn loss_of(store: &TestStore, kind: Sole) {
     let ttl = Duration::from_millis(600);
     let interval = ttl / 3;
     let (holder, _) = store.locker_with(|l| l.ttl(ttl)).await;
     let other = store.locker().await;
-    let guard = holder.lock("taken").await.unwrap();
+    let guard = kind.request(&holder, "taken").await.unwrap();
     let lost = guard.lost();
     store.steal(&holder, "taken").await;
     let stolen_at = Instant::now();
-    let newer = other
-        .lock("taken")
+    let newer = kind
+        .request(&other, "taken")
         .wait(Duration::from_secs(1))
         .await
         .unwrap();
     let err = tokio::time::timeout(interval + SLACK, lost)
         .await
-        .expect("the loss was not told");
+        .unwrap_or_else(|_| panic!("the loss of a {kind:?} lock was not told"));
     let told_after = stolen_at.elapsed();
     assert!(
         told_after <= interval + SLACK,
@@ -263,7 +284,11 @@ pub async fn loss_is_told_when_the_lease_is_taken(store: TestStore) {
     assert!(!guard.is_held());
     assert_lost(guard.release().await);
     // The new owner's lock is untouched.
-    assert!(holder.try_lock("taken").await.unwrap().is_none());
+    let again = kind.request(&holder, "taken").wait(Duration::ZERO).await;
+    assert!(
+        again.is_err(),
+        "the lost holder's release freed a {kind:?} lock"
+    );
     newer.release().await.unwrap();
 }
 
@@ -470,6 +495,27 @@ pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
         let again = kind.request(&other, key).wait(Duration::ZERO).await;
         assert!(again.is_err(), "{key:?} not exclusive as a {kind:?} lock");
         held.push(guard);
+    }
+    for guard in held.drain(..) {
+        guard.release().await.unwrap();
+    }
+    // The shared kinds, with room for one holder, exclude the same way.
+    let single: [fn(&Locker, &str) -> LockRequest; 3] = [
+        |l, k| l.semaphore(k, 1),
+        |l, k| l.striped(k, 1),
+        |l, k| l.read_lock(k),
+    ];
+    for (key, request) in odd.iter().flat_map(|key| single.map(|r| (key, r))) {
+        held.push(request(&locker, key).await.unwrap());
+    }
+    for key in odd {
+        for request in &single[..2] {
+            let again = request(&other, key).wait(Duration::ZERO).await;
+            assert!(again.is_err(), "{key:?}: a second holder of one permit");
+        }
+        // Readers hold it: a writer waits.
+        let write = other.write_lock(key).wait(Duration::ZERO).await;
+        assert!(write.is_err(), "{key:?}: a writer beside a reader");
     }
     // Distinct inputs are distinct locks, under distinct stored names.
     let names: std::collections::HashSet<String> = odd

@@ -196,7 +196,7 @@ pub async fn semaphore_waiters_of_a_process_line_up(store: TestStore) {
     assert_eq!(locker.local_lines(), 0, "a line was left behind");
 }
 
-/// Acquires of permits given up at any point (queued locally, at the
+/// Acquires of permits and segments given up at any point (queued locally, at the
 /// store, right after the grant) and aborted holders leave no permit held,
 /// nothing renewing, no local line and no stored key.
 pub async fn semaphore_cancellation_leaves_no_permit(store: TestStore) {
@@ -209,7 +209,13 @@ pub async fn semaphore_cancellation_leaves_no_permit(store: TestStore) {
         tasks.push(tokio::spawn(async move {
             let key = format!("cancel-permits:{}", i % 4);
             let budget = Duration::from_micros(50 + (i * 997) % 3000);
-            let request = locker.semaphore(key, 2).wait(Duration::from_secs(5));
+            // Semaphores and striped locks alike.
+            let request = if (i / 4) % 2 == 0 {
+                locker.semaphore(key, 2)
+            } else {
+                locker.striped(key, 2)
+            };
+            let request = request.wait(Duration::from_secs(5));
             if let Ok(Ok(permit)) = tokio::time::timeout(budget, request).await {
                 tokio::time::sleep(Duration::from_millis(i % 3)).await;
                 drop(permit);
@@ -226,12 +232,14 @@ pub async fn semaphore_cancellation_leaves_no_permit(store: TestStore) {
     let other = store.locker().await;
     for k in 0..4 {
         let key = format!("cancel-permits:{k}");
-        let both = [
+        let all = [
             other.semaphore(&key, 2).wait(ttl / 3).await,
             other.semaphore(&key, 2).wait(ttl / 3).await,
+            other.striped(&key, 2).wait(ttl / 3).await,
+            other.striped(&key, 2).wait(ttl / 3).await,
         ];
-        for permit in both {
-            let permit = permit.expect("a cancelled acquire left a permit behind");
+        for permit in all {
+            let permit = permit.expect("a cancelled acquire left a permit or segment behind");
             permit.release().await.unwrap();
         }
     }
