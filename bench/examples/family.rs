@@ -7,7 +7,9 @@
 //!   1 ms of work while holding: a striped lock of 8 segments against one
 //!   plain key;
 //! - **RW90**: 8 tasks, 9 reads in 10, 1 ms of work while holding: the
-//!   read-write lock against the plain lock (target: at least 4x);
+//!   read-write lock against the plain lock (target: at least 4x), and the
+//!   same workload on tokio's in-process `Mutex` and `RwLock` with no store,
+//!   the ceiling of what the read-write split can gain here;
 //! - **C8 fair**: 8 Lockers (as 8 processes) of one task each on one key,
 //!   1 ms held: the fair lock against the plain lock, with the handoff
 //!   (from the start of a release to the next holder's grant) against a
@@ -127,6 +129,47 @@ async fn run(
     }
 }
 
+/// The same RW90 workload on tokio's in-process locks, with no store: the
+/// ceiling of the read-write lock's gain for these tasks and this work
+/// (`tokio::sync::RwLock` also keeps new readers behind a waiting writer).
+/// Acquisitions per second under a `Mutex` and under a `RwLock`.
+async fn in_process_ceiling(tasks: usize, every: u64) -> (f64, f64) {
+    let mutex = Arc::new(tokio::sync::Mutex::new(()));
+    let rwlock = Arc::new(tokio::sync::RwLock::new(()));
+    let mut rates = [0.0; 2];
+    for (i, rate) in rates.iter_mut().enumerate() {
+        let done = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let handles: Vec<_> = (0..tasks)
+            .map(|_| {
+                let (mutex, rwlock, done) = (mutex.clone(), rwlock.clone(), done.clone());
+                tokio::spawn(async move {
+                    let mut n = 0;
+                    while started.elapsed() < WINDOW {
+                        if i == 0 {
+                            let _held = mutex.lock().await;
+                            tokio::time::sleep(WORK).await;
+                        } else if n % every == every - 1 {
+                            let _held = rwlock.write().await;
+                            tokio::time::sleep(WORK).await;
+                        } else {
+                            let _held = rwlock.read().await;
+                            tokio::time::sleep(WORK).await;
+                        }
+                        n += 1;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.await.expect("task");
+        }
+        *rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    }
+    (rates[0], rates[1])
+}
+
 /// Median round trips to the server: of a `PING`, and of a lock request
 /// (an uncontended acquire: one script call).
 async fn round_trips(server: &RedisServer) -> (Duration, Duration) {
@@ -203,6 +246,11 @@ async fn main() {
             spreads.push((plain, family));
         }
     }
+    let (mutex, rwlock) = in_process_ceiling(8, 10).await;
+    println!(
+        "| RW90 ceiling, no store | tokio Mutex / RwLock in one process | {mutex:.0} / {rwlock:.0} | {:.2} | - |",
+        rwlock / mutex
+    );
     let (ping, trip) = round_trips(&server).await;
     println!();
     println!(
