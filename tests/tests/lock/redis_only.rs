@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lock_core::{FencingToken, LockError, Locker, StoredKeys};
-use lock_testkit::{RedisServer, all_keys, assert_lost, lasting_keys};
+use lock_testkit::{RedisServer, all_keys, assert_lost, command_calls, lasting_keys};
 
 use redis::AsyncCommands;
 use tokio::time::Instant;
@@ -535,20 +535,6 @@ pub(crate) async fn subscribers(
     count
 }
 
-/// Calls of one command so far (commands run inside scripts included).
-async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// (commands sent by clients, all commands including those inside scripts)
 async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
     (
@@ -949,4 +935,46 @@ async fn record_a_leading_token(
         .await
         .unwrap();
     lead
+}
+
+/// Renewals due on one tick share script calls: 200 held locks renew in
+/// far fewer calls than renewals, and the one whose lease was taken away
+/// is told lost while every other stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_renewals_tell_only_the_lost_lease() {
+    const LOCKS: usize = 200;
+    let server = RedisServer::start();
+    let mut conn = server.connection().await;
+    let ttl = Duration::from_millis(900);
+    let locker = Locker::builder()
+        .ttl(ttl)
+        .redis(&server.url())
+        .await
+        .unwrap();
+    let mut guards = Vec::new();
+    for i in 0..LOCKS {
+        guards.push(locker.lock(format!("many:{i}")).await.unwrap());
+    }
+    let calls = command_calls(&mut conn, "evalsha").await;
+    let stolen = guards.remove(LOCKS / 2);
+    let _: () = conn
+        .del(locker.stored_keys(stolen.key()).unwrap().lease())
+        .await
+        .unwrap();
+    let told = tokio::time::timeout(ttl / 3 + SLACK, stolen.lost())
+        .await
+        .expect("the stolen lease's loss was not told");
+    assert!(matches!(told, LockError::Lost { .. }), "{told}");
+    // Two more renewal rounds: every other lease is renewed and held.
+    tokio::time::sleep(ttl * 2 / 3).await;
+    assert!(guards.iter().all(|g| g.is_held()), "another lease was lost");
+    let renewals = LOCKS * 2;
+    let calls = command_calls(&mut conn, "evalsha").await - calls;
+    assert!(
+        calls < renewals as u64 / 4,
+        "{calls} script calls for about {renewals} renewals"
+    );
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
 }

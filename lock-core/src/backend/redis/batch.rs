@@ -1,6 +1,8 @@
-//! Acquires and releases of many locks in one script call.
+//! Acquires, renewals and releases of many locks in one script call.
 //!
-//! Every acquire and release of a standalone Redis backend joins one queue.
+//! Every acquire, renewal and release of an exclusive lease on a standalone
+//! Redis backend joins one queue (the watchdog lines renewals up on shared
+//! ticks, so that they meet here).
 //! While fewer than [`MAX_IN_FLIGHT`] calls are on their way, the caller
 //! sends the queue at once (a batch of one when the process is quiet, so a
 //! lone lock waits for nothing); otherwise the next operations gather and
@@ -18,7 +20,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
 
-use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT};
+use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 use super::{Sent, lock_invocation, within};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -33,6 +35,8 @@ pub(super) const MAX_IN_FLIGHT: usize = 2;
 pub(super) enum Operation {
     /// Take the lease for this many milliseconds.
     Acquire(u64),
+    /// Extend the lease to this many milliseconds from now.
+    Renew(u64),
     /// Release the lease and publish on its channel if someone waits.
     Release,
 }
@@ -47,6 +51,7 @@ impl Operation {
     ) -> redis::ScriptInvocation<'static> {
         match self {
             Operation::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
+            Operation::Renew(ttl_ms) => lock_invocation(&RENEW_SCRIPT, keys, owner, ttl_ms),
             Operation::Release => lock_invocation(&RELEASE_SCRIPT, keys, owner, keys.channel()),
         }
     }
@@ -237,6 +242,7 @@ fn invocation(batch: &[Queued]) -> redis::ScriptInvocation<'static> {
         invocation.key(queued.keys.lease()).key(queued.keys.fence());
         match queued.operation {
             Operation::Acquire(ttl_ms) => invocation.arg("a").arg(&*queued.owner).arg(ttl_ms),
+            Operation::Renew(ttl_ms) => invocation.arg("n").arg(&*queued.owner).arg(ttl_ms),
             Operation::Release => invocation
                 .arg("r")
                 .arg(&*queued.owner)

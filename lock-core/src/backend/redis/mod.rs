@@ -19,7 +19,7 @@ pub(crate) use self::replies::STORED_FORMAT;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
 use self::scripts::{
     ENTRY_RENEW_SCRIPT, FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT, PERMIT_ACQUIRE_SCRIPT,
-    PERMIT_RELEASE_SCRIPT, RENEW_SCRIPT, RW_ACQUIRE_SCRIPT, RW_RELEASE_SCRIPT,
+    PERMIT_RELEASE_SCRIPT, RW_ACQUIRE_SCRIPT, RW_RELEASE_SCRIPT,
 };
 pub(crate) use self::send::{Sent, once, within};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
@@ -136,8 +136,6 @@ impl<C> RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Runs one lock script on the lease and token keys with `owner` and
-    /// `extra` as arguments, within the timeout.
     /// Runs `call` within the request bound (sent once more on a broken
     /// connection, as [`within`] says).
     async fn script<T: redis::FromRedisValue>(
@@ -148,25 +146,7 @@ where
             .await
     }
 
-    async fn lock_script<T, A>(
-        &self,
-        script: &redis::Script,
-        keys: &StoredKeys,
-        owner: &str,
-        extra: A,
-    ) -> Result<T, StoreError>
-    where
-        T: redis::FromRedisValue,
-        A: redis::ToRedisArgs,
-    {
-        let invocation = &lock_invocation(script, keys, owner, extra);
-        let sent = self
-            .bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
-            .await?;
-        Ok(sent.reply)
-    }
-
-    /// Takes or gives back a lease: in a shared call when this backend
+    /// Takes, renews or gives back a lease: in a shared call when this backend
     /// batches, else in a call of its own.
     async fn lock_operation(
         &self,
@@ -273,8 +253,8 @@ where
         StoreFuture::new(async move {
             let reply: redis::Value = match claim {
                 Claim::Exclusive => {
-                    self.lock_script(&RENEW_SCRIPT, keys, owner, millis(ttl))
-                        .await?
+                    let operation = Operation::Renew(millis(ttl));
+                    self.lock_operation(operation, keys, owner).await?.reply
                 }
                 other => {
                     let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, other));

@@ -1,11 +1,11 @@
--- Takes and gives back many leases in one call, in order, each as
--- acquire.lua or release.lua would, with the same replies, one per
--- operation.
+-- Takes, renews and gives back many leases in one call, in order, each as
+-- acquire.lua, renew.lua or release.lua would, with the same replies, one
+-- per operation.
 --
 -- KEYS     the lease and the token record of each operation in turn
--- ARGV     three per operation: `a` (acquire) or `r` (release), the owner
---          value, then the ttl in ms (acquire) or the release channel
---          (release)
+-- ARGV     three per operation: `a` (acquire), `n` (renew) or `r`
+--          (release), the owner value, then the ttl in ms (acquire, renew)
+--          or the release channel (release)
 --
 -- TIME is read once per call, by the first operation that needs it; a
 -- token record keeps tokens of one key rising within a call. A value of
@@ -51,6 +51,16 @@ for i = 1, #KEYS / 2 do
       end
       redis.call('SET', lease, '1|' .. owner .. '|' .. token, 'PX', extra)
       r = token
+    end
+  elseif ARGV[3 * i - 2] == 'n' then
+    local holder = redis.call('GET', lease)
+    if holder and (string.byte(holder, 1) ~= 49 or string.byte(holder, 2) ~= 124) then
+      r = 'format:' .. (string.match(holder, '^(%d+)|') or '0')
+    elseif not (holder and string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner) then
+      r = 0
+    else
+      redis.call('PEXPIRE', lease, extra)
+      r = 1
     end
   else
     local holder = redis.call('GET', lease)
