@@ -1,6 +1,7 @@
 //! Integration tests of lock-core against real redis-server processes (and
 //! the same behavioural suite against the memory backend).
 
+mod access;
 mod conformance;
 mod fence;
 mod healing;

@@ -1,0 +1,109 @@
+//! The least a Redis ACL user needs to run every kind of lock: the rule the
+//! README gives operators, checked against a real server.
+
+use std::time::Duration;
+
+use lock_core::{LockError, Locker};
+use lock_testkit::RedisServer;
+
+/// The README's rule for the user of a Locker in namespace `lock`, after
+/// `on >password`.
+const RULE: &[&str] = &[
+    "resetkeys",
+    "resetchannels",
+    "~lock:*",
+    "&lock:*",
+    "-@all",
+    "+evalsha",
+    "+script|load",
+    "+subscribe",
+    "+unsubscribe",
+    // Called by the scripts.
+    "+get",
+    "+mget",
+    "+set",
+    "+del",
+    "+append",
+    "+pexpire",
+    "+pttl",
+    "+time",
+    "+publish",
+    "+hget",
+    "+hset",
+    "+hdel",
+    "+hgetall",
+    "+hlen",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
+    let mut user = vec!["--user", "locks", "on", ">pw"];
+    user.extend_from_slice(RULE);
+    let server = RedisServer::options().args(user).start();
+    let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
+    let ttl = Duration::from_millis(600);
+    let a = Locker::builder()
+        .ttl(ttl)
+        .redis(&url)
+        .await
+        .expect("connect as the ACL user");
+    let b = Locker::builder().ttl(ttl).redis(&url).await.unwrap();
+
+    // Plain, with a waiter woken by the release (pub/sub) and renewals.
+    let held = a.lock("order:1").await.unwrap();
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("order:1").wait(Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(ttl).await;
+    assert!(held.is_held(), "renewals were refused");
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+
+    // Every other kind, each also waited for once.
+    let kinds: [fn(&Locker) -> lock_core::LockRequest; 5] = [
+        |l| l.fair_lock("doc:1"),
+        |l| l.write_lock("doc:2"),
+        |l| l.read_lock("doc:2"),
+        |l| l.semaphore("pool:1", 1),
+        |l| l.striped("stock:1", 1),
+    ];
+    for kind in kinds {
+        let first = kind(&a).await.unwrap();
+        let second = tokio::spawn({
+            let request = kind(&b).wait(Duration::from_secs(10));
+            async move { request.await }
+        });
+        tokio::time::sleep(ttl / 2).await;
+        first.release().await.unwrap();
+        second.await.unwrap().unwrap().release().await.unwrap();
+    }
+    let both = a.lock_all(["acct:1", "acct:2"]).await.unwrap();
+    both.release().await.unwrap();
+
+    // A hostile key stays inside `lock:*`.
+    let odd = a.lock("x} *:{../other\r\n").await.unwrap();
+    odd.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rule_keeps_the_user_out_of_other_keys() {
+    let mut user = vec!["--user", "locks", "on", ">pw"];
+    user.extend_from_slice(RULE);
+    let server = RedisServer::options().args(user).start();
+    let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let outside: redis::RedisResult<Option<String>> = redis::cmd("GET")
+        .arg("orders:1")
+        .query_async(&mut conn)
+        .await;
+    assert!(outside.is_err(), "read a key outside lock:*");
+    // A Locker in another namespace is refused at connect, naming it.
+    let err = Locker::builder()
+        .namespace("app")
+        .redis(&url)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
+}
