@@ -35,6 +35,27 @@ impl LockerBuilder {
         }
     }
 
+    /// Checks the certificate of a `rediss://` server against these root
+    /// certificates (PEM, one or more) instead of the system's: for a
+    /// private certificate authority (feature `tls`).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let ca = std::fs::read("/etc/redis/ca.crt").expect("the CA certificate");
+    /// let locker = lock_core::Locker::builder()
+    ///     .tls_root_certificates(ca)
+    ///     .redis("rediss://:password@redis.internal:6380")
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls_roots = Some(Arc::from(pem.into()));
+        self
+    }
+
     /// Prefix of every stored key (default `lock`): `A-Za-z0-9-_.:/`.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.config.namespace = namespace.into();
@@ -150,9 +171,14 @@ impl LockerBuilder {
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
         let config = self.validated()?;
         let failed = |err| LockError::from_store("*", Operation::Connect, err);
-        let backend = RedisBackend::connect(url, config.timeout)
-            .await
-            .map_err(failed)?;
+        #[cfg(feature = "tls")]
+        let connect = match &config.tls_roots {
+            Some(roots) => RedisBackend::connect_tls(url, config.timeout, roots).await,
+            None => RedisBackend::connect(url, config.timeout).await,
+        };
+        #[cfg(not(feature = "tls"))]
+        let connect = RedisBackend::connect(url, config.timeout).await;
+        let backend = connect.map_err(failed)?;
         // Renewing a lease nobody holds changes nothing and answers `false`;
         // it runs what every lock runs (a script on the namespace's keys).
         let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;

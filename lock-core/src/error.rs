@@ -90,9 +90,12 @@ pub enum LockError {
     },
 
     /// The store URL names a scheme this build cannot connect with (such as
-    /// `rediss://`: lock-core is built without TLS; run a TLS tunnel such as
-    /// stunnel to the server). Not retried.
-    #[error("lock store URL scheme `{scheme}` is not supported; use redis:// or redis+unix://")]
+    /// `rediss://` when lock-core is built without its `tls` feature: turn
+    /// it on). Not retried.
+    #[error(
+        "lock store URL scheme `{scheme}` is not supported; use redis:// or redis+unix:// \
+         (rediss:// needs lock-core's `tls` feature)"
+    )]
     UnsupportedScheme {
         /// The scheme of the URL, such as `rediss`.
         scheme: String,
@@ -106,6 +109,19 @@ pub enum LockError {
     #[error("lock store rejected the user name or password in the store URL")]
     AuthenticationFailed {
         /// The store's error.
+        #[source]
+        source: StoreError,
+    },
+
+    /// The TLS handshake with the store failed: its certificate does not
+    /// chain to a trusted root (give your authority's certificate to
+    /// `LockerBuilder::tls_root_certificates`), names another host, or has
+    /// expired. Not retried.
+    #[error(
+        "TLS handshake with the lock store failed; check its certificate and the trusted roots"
+    )]
+    TlsRejected {
+        /// The TLS library's error.
         #[source]
         source: StoreError,
     },
@@ -282,6 +298,7 @@ impl LockError {
                 LockError::UnsupportedScheme { scheme, source }
             }
             Some(Refusal::AuthenticationFailed) => LockError::AuthenticationFailed { source },
+            Some(Refusal::TlsRejected) => LockError::TlsRejected { source },
             Some(Refusal::PasswordRequired) => LockError::PasswordRequired { source },
             Some(Refusal::PermissionDenied) => LockError::PermissionDenied {
                 key: Self::shown(key),

@@ -93,6 +93,10 @@ pub(crate) struct Config {
     pub(crate) max_waiters_per_key: usize,
     pub(crate) timeout: Duration,
     pub(crate) replicas: Option<(usize, Duration)>,
+    /// Roots (PEM) a `rediss://` server's certificate is checked against
+    /// instead of the system's.
+    #[cfg(feature = "tls")]
+    pub(crate) tls_roots: Option<Arc<[u8]>>,
 }
 
 impl Default for Config {
@@ -106,6 +110,8 @@ impl Default for Config {
             max_waiters_per_key: DEFAULT_MAX_WAITERS_PER_KEY,
             timeout: crate::backend::redis::DEFAULT_TIMEOUT,
             replicas: None,
+            #[cfg(feature = "tls")]
+            tls_roots: None,
         }
     }
 }

@@ -53,6 +53,9 @@ pub enum Refusal {
     UnsupportedScheme(String),
     /// Wrong user name or password.
     AuthenticationFailed,
+    /// The TLS handshake failed (the server's certificate is not trusted,
+    /// or the two sides share no protocol).
+    TlsRejected,
     /// The store needs a password and none was given.
     PasswordRequired,
     /// The store's access rules deny a command, key or channel.
@@ -199,6 +202,7 @@ impl From<redis::RedisError> for StoreError {
             _ if err.detail().is_some_and(|d| d.contains("NOPERM")) => {
                 Some(Refusal::PermissionDenied)
             }
+            _ if tls_failed(&err) => Some(Refusal::TlsRejected),
             _ => None,
         };
         if let Some(refusal) = refusal {
@@ -225,6 +229,38 @@ impl From<redis::RedisError> for StoreError {
             }
         }
     }
+}
+
+/// Whether `err` comes from a failed TLS handshake (a rustls error in its
+/// chain of causes): no retry fixes that.
+#[cfg(feature = "tls")]
+fn tls_failed(err: &redis::RedisError) -> bool {
+    use std::error::Error;
+    use std::io;
+    use std::sync::Arc;
+    let mut cause: Option<&(dyn Error + 'static)> = Error::source(err);
+    while let Some(error) = cause {
+        // redis-rs keeps an I/O error as an `Arc<dyn Error>`, and an I/O
+        // error's own source skips the error it wraps: look inside both.
+        let shared = error.downcast_ref::<Arc<dyn Error + Send + Sync>>();
+        let error: &(dyn Error + 'static) = match shared {
+            Some(shared) => &**shared,
+            None => error,
+        };
+        let inner = error
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::get_ref);
+        if error.is::<rustls::Error>() || inner.is_some_and(|e| e.is::<rustls::Error>()) {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_failed(_: &redis::RedisError) -> bool {
+    false
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub struct ServerOptions {
     replica_of: Option<u16>,
     debug_commands: bool,
     cluster: bool,
+    tls: bool,
     extra: Vec<String>,
     launcher: Vec<String>,
 }
@@ -37,6 +38,14 @@ impl ServerOptions {
     /// Cluster mode (for `CLUSTER KEYSLOT`; no slots are assigned).
     pub fn cluster(mut self) -> Self {
         self.cluster = true;
+        self
+    }
+
+    /// Also listen with TLS on a port of its own, with a certificate for
+    /// 127.0.0.1 from a certificate authority made for this server
+    /// ([`RedisServer::tls_url`], [`RedisServer::ca_certificate`]).
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
         self
     }
 
@@ -70,6 +79,8 @@ impl ServerOptions {
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    /// With [`ServerOptions::tls`]: the TLS port.
+    tls_port: Option<u16>,
     options: ServerOptions,
     dir: TempDir,
     child: Option<Child>,
@@ -78,6 +89,75 @@ pub struct RedisServer {
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener.local_addr().expect("local addr").port()
+}
+
+/// Writes `ca.crt` and `server.crt`/`server.key` (for 127.0.0.1, signed by
+/// the CA) into `dir`, with the `openssl` command.
+fn make_certificates(dir: &std::path::Path) {
+    if dir.join("server.crt").exists() {
+        return;
+    }
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("san.ext");
+    let steps: [&[&str]; 3] = [
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=lock-testkit CA",
+        ],
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+        ],
+    ];
+    for args in steps {
+        let status = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap_or_else(|_| missing_binary("openssl"));
+        assert!(status.success(), "openssl {args:?} failed");
+    }
 }
 
 fn missing_binary(program: &str) -> ! {
@@ -107,8 +187,13 @@ impl RedisServer {
         // server binds it; try a few.
         for _ in 0..5 {
             let port = free_port();
+            let tls_port = options.tls.then(free_port);
+            if tls_port.is_some() {
+                make_certificates(dir.path());
+            }
             let mut server = RedisServer {
                 port,
+                tls_port,
                 options: options.clone(),
                 dir,
                 child: None,
@@ -159,6 +244,21 @@ impl RedisServer {
                 "yes".into(),
                 "--cluster-config-file".into(),
                 self.dir.path().join("nodes.conf").display().to_string(),
+            ]);
+        }
+        if let Some(tls_port) = self.tls_port {
+            let file = |name: &str| self.dir.path().join(name).display().to_string();
+            args.extend([
+                "--tls-port".into(),
+                tls_port.to_string(),
+                "--tls-cert-file".into(),
+                file("server.crt"),
+                "--tls-key-file".into(),
+                file("server.key"),
+                "--tls-ca-cert-file".into(),
+                file("ca.crt"),
+                "--tls-auth-clients".into(),
+                "no".into(),
             ]);
         }
         args.extend(self.options.extra.iter().cloned());
@@ -219,6 +319,19 @@ impl RedisServer {
     /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `rediss://127.0.0.1:<tls port>` (a server started with
+    /// [`ServerOptions::tls`]).
+    pub fn tls_url(&self) -> String {
+        let port = self.tls_port.expect("a server started with tls()");
+        format!("rediss://127.0.0.1:{port}")
+    }
+
+    /// The PEM certificate of the authority that signed the server's TLS
+    /// certificate.
+    pub fn ca_certificate(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
     }
 
     /// The server's process id (while running).

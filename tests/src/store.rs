@@ -16,6 +16,8 @@ pub enum TestStore {
     Memory(MemoryBackend),
     /// A real redis-server from the kit.
     Redis(RedisServer),
+    /// A real redis-server from the kit, reached over TLS.
+    RedisTls(RedisServer),
 }
 
 impl TestStore {
@@ -29,10 +31,16 @@ impl TestStore {
         TestStore::Redis(RedisServer::start())
     }
 
-    /// The server, for Redis stores.
+    /// A fresh redis-server that the Lockers reach over TLS (`rediss://`,
+    /// trusting the server's own certificate authority).
+    pub fn redis_tls() -> Self {
+        TestStore::RedisTls(RedisServer::options().tls().start())
+    }
+
+    /// The server, for Redis stores (inspected over plain TCP).
     pub fn server(&self) -> Option<&RedisServer> {
         match self {
-            TestStore::Redis(server) => Some(server),
+            TestStore::Redis(server) | TestStore::RedisTls(server) => Some(server),
             TestStore::Memory(_) => None,
         }
     }
@@ -56,6 +64,15 @@ impl TestStore {
                     .await
                     .expect("connect to the test server"),
             ),
+            TestStore::RedisTls(server) => Arc::new(
+                RedisBackend::connect_tls(
+                    &server.tls_url(),
+                    Duration::from_secs(2),
+                    &server.ca_certificate(),
+                )
+                .await
+                .expect("connect to the test server over TLS"),
+            ),
         };
         let counting = Counting::new(backend);
         let locker = builder
@@ -71,7 +88,7 @@ impl TestStore {
             TestStore::Memory(memory) => {
                 assert!(memory.evict(&keys), "no lease to evict");
             }
-            TestStore::Redis(server) => {
+            TestStore::Redis(server) | TestStore::RedisTls(server) => {
                 let mut conn = server.connection().await;
                 let kinds = [keys.fair(), keys.rw(), keys.permits(), keys.segments()];
                 let removed: u64 = redis::cmd("DEL")

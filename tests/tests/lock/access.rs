@@ -107,3 +107,27 @@ async fn the_rule_keeps_the_user_out_of_other_keys() {
         .unwrap_err();
     assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
 }
+
+/// `rediss://` is TLS for real: the server's certificate must chain to the
+/// roots given (or the system's), and the lock then works over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_checks_the_server_certificate() {
+    let server = RedisServer::options().tls().start();
+    // An authority the client does not know: a refusal of its own, not
+    // an outage.
+    let untrusted = Locker::builder().redis(&server.tls_url()).await;
+    let err = untrusted.expect_err("a certificate of an unknown authority was accepted");
+    assert!(matches!(err, LockError::TlsRejected { .. }), "{err}");
+    let trusted = Locker::builder()
+        .tls_root_certificates(server.ca_certificate())
+        .redis(&server.tls_url())
+        .await
+        .expect("connect over TLS");
+    trusted
+        .lock("secure")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}

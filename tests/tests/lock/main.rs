@@ -30,6 +30,14 @@ macro_rules! on_every_backend {
                 }
             )*
         }
+        mod redis_tls_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::conformance::$name(lock_testkit::TestStore::redis_tls()).await;
+                }
+            )*
+        }
     };
 }
 

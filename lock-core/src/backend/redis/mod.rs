@@ -52,13 +52,34 @@ pub struct RedisBackend<C = ConnectionManager> {
 
 impl RedisBackend<ConnectionManager> {
     /// Connects to the server at `url` (`redis://host:port/db`,
-    /// `redis+unix:///path`), bounding connects and requests by `timeout`.
+    /// `redis+unix:///path`; `rediss://` with feature `tls`), bounding
+    /// connects and requests by `timeout`.
     ///
     /// A URL that does not parse, a scheme this build cannot connect with
-    /// (`rediss://`: no TLS) and rejected credentials are
+    /// (`rediss://` without feature `tls`) and rejected credentials are
     /// [refusals](StoreError::refusal), not transient errors.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        let client = open(url)?;
+        Self::connect_with(url, timeout, None).await
+    }
+
+    /// As [`connect`](Self::connect), for `rediss://` URLs checking the
+    /// server's certificate against `roots` (PEM) instead of the system's
+    /// (feature `tls`).
+    #[cfg(feature = "tls")]
+    pub async fn connect_tls(
+        url: &str,
+        timeout: Duration,
+        roots: &[u8],
+    ) -> Result<Self, StoreError> {
+        Self::connect_with(url, timeout, Some(roots)).await
+    }
+
+    async fn connect_with(
+        url: &str,
+        timeout: Duration,
+        roots: Option<&[u8]>,
+    ) -> Result<Self, StoreError> {
+        let client = open(url, roots)?;
         // Responses are bounded per request by `within` instead (WAIT needs
         // a longer bound than the others).
         let config = ConnectionManagerConfig::new()
@@ -83,7 +104,7 @@ impl RedisBackend<ConnectionManager> {
 }
 
 /// A client for `url`, or the refusal that says what is wrong with it.
-fn open(url: &str) -> Result<redis::Client, StoreError> {
+fn open(url: &str, roots: Option<&[u8]>) -> Result<redis::Client, StoreError> {
     // Checked here, not left to redis-rs: another crate of the build may
     // turn on its TLS (features unify), and `rediss://` would then panic
     // in rustls without a crypto provider.
@@ -94,11 +115,38 @@ fn open(url: &str) -> Result<redis::Client, StoreError> {
         let reason = format!("lock-core connects over {}", SCHEMES.join(", "));
         return Err(StoreError::refused(refusal, reason));
     }
-    redis::Client::open(url).map_err(|err| StoreError::refused(Refusal::InvalidUrl, err))
+    let invalid = |err| StoreError::refused(Refusal::InvalidUrl, err);
+    #[cfg(feature = "tls")]
+    {
+        // The first provider installed for the process stays; ours is ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        if let Some(roots) = roots {
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(roots.to_vec()),
+            };
+            return redis::Client::build_with_tls(url, certificates).map_err(invalid);
+        }
+    }
+    let _ = roots;
+    redis::Client::open(url).map_err(invalid)
 }
 
-/// URL schemes this build connects with (`rediss` would need TLS).
-const SCHEMES: [&str; 5] = ["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
+/// URL schemes this build connects with.
+#[cfg(not(feature = "tls"))]
+const SCHEMES: &[&str] = &["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
+
+/// URL schemes this build connects with (TLS ones included).
+#[cfg(feature = "tls")]
+const SCHEMES: &[&str] = &[
+    "redis",
+    "valkey",
+    "redis+unix",
+    "valkey+unix",
+    "unix",
+    "rediss",
+    "valkeys",
+];
 
 impl<C> RedisBackend<C>
 where
