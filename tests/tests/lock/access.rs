@@ -35,12 +35,18 @@ const RULE: &[&str] = &[
     "+hlen",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
+/// A server with the user `locks` under [`RULE`], and its URL as that user.
+fn server_with_rule() -> (RedisServer, String) {
     let mut user = vec!["--user", "locks", "on", ">pw"];
     user.extend_from_slice(RULE);
     let server = RedisServer::options().args(user).start();
     let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
+    (server, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
+    let (_server, url) = server_with_rule();
     let ttl = Duration::from_millis(600);
     let a = Locker::builder()
         .ttl(ttl)
@@ -88,10 +94,7 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_keeps_the_user_out_of_other_keys() {
-    let mut user = vec!["--user", "locks", "on", ">pw"];
-    user.extend_from_slice(RULE);
-    let server = RedisServer::options().args(user).start();
-    let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
+    let (_server, url) = server_with_rule();
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let outside: redis::RedisResult<Option<String>> = redis::cmd("GET")

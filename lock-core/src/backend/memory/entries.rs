@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::State;
+use super::{HeldBy, State};
 use crate::backend::{Attempt, Claim};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::store_error::StoreError;
@@ -39,6 +39,25 @@ pub(super) trait Entries {
 
     /// Forgets what has expired; `true` if nothing is left.
     fn sweep(&mut self, now: Instant) -> bool;
+}
+
+/// Extends `owner`'s live lease among `holders` (`parts` gives a holder's
+/// owner and expiry); `false` if it has none.
+pub(super) fn renew_holder<H>(
+    holders: &mut [H],
+    owner: &str,
+    ttl: Duration,
+    now: Instant,
+    parts: fn(&mut H) -> (&HeldBy, &mut Instant),
+) -> bool {
+    let mine = holders.iter_mut().map(parts).find(|(by, _)| by.is(owner));
+    match mine {
+        Some((_, expires)) if *expires > now => {
+            *expires = now + ttl;
+            true
+        }
+        _ => false,
+    }
 }
 
 /// What a release did.

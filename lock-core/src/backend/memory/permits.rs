@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::HeldBy;
-use super::entries::{Entries, Released};
+use super::entries::{Entries, Released, renew_holder};
 use crate::backend::{Attempt, Claim, Grant};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -89,14 +89,9 @@ impl Entries for Permits {
     }
 
     fn renew(&mut self, owner: &str, ttl: Duration, now: Instant) -> bool {
-        let mine = self.holders.iter_mut().find(|h| h.owner.is(owner));
-        match mine {
-            Some(mine) if mine.expires > now => {
-                mine.expires = now + ttl;
-                true
-            }
-            _ => false,
-        }
+        renew_holder(&mut self.holders, owner, ttl, now, |h| {
+            (&h.owner, &mut h.expires)
+        })
     }
 
     fn release(&mut self, owner: &str, now: Instant) -> Released {
