@@ -337,11 +337,10 @@ impl Acquisition {
         let Some((wanted, within)) = self.locker.inner.config.replicas else {
             return Ok(guard);
         };
-        let confirmed = self
-            .locker
-            .inner
-            .backend
-            .confirm_replicas(wanted, within)
+        let (backend, lease) = (&self.locker.inner.backend, &guard.lease);
+        let owner = lease.owner.as_str();
+        let confirmed = backend
+            .confirm_replicas(&self.keys, self.claim, owner, lease.ttl, wanted, within)
             .await;
         let failure = match confirmed {
             Ok(n) if n >= wanted => return Ok(guard),

@@ -207,12 +207,17 @@ impl Backend for Counting {
         self.inner.subscribe(keys, claim, owner)
     }
 
-    fn confirm_replicas(
-        &self,
+    fn confirm_replicas<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
         wanted: usize,
-        timeout: Duration,
-    ) -> StoreFuture<'_, Result<usize, StoreError>> {
-        self.inner.confirm_replicas(wanted, timeout)
+        within: Duration,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        let inner = &self.inner;
+        inner.confirm_replicas(keys, claim, owner, ttl, wanted, within)
     }
 
     fn answers_in_place(&self) -> bool {

@@ -193,14 +193,19 @@ pub trait Backend: Send + Sync + 'static {
         owner: &'a str,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
-    /// Waits until `wanted` replicas have every write made so far, for at
-    /// most `timeout`, and returns how many did. Stores without replicas
+    /// Waits until `wanted` replicas have `owner`'s lease of `claim` on
+    /// `keys` (of `ttl`, just granted), for at most `within`, and returns
+    /// how many do (0 if the lease is gone). Stores without replicas
     /// return `wanted`.
-    fn confirm_replicas(
-        &self,
+    fn confirm_replicas<'a>(
+        &'a self,
+        _keys: &'a StoredKeys,
+        _claim: Claim,
+        _owner: &'a str,
+        _ttl: Duration,
         wanted: usize,
-        _timeout: Duration,
-    ) -> StoreFuture<'_, Result<usize, StoreError>> {
+        _within: Duration,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
         StoreFuture::ready(Ok(wanted))
     }
 

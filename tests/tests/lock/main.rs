@@ -10,6 +10,7 @@ mod macros;
 mod metrics;
 mod processes;
 mod redis_only;
+mod replicas;
 
 /// Runs each conformance test against both backends.
 macro_rules! on_every_backend {

@@ -6,6 +6,7 @@ mod pubsub;
 mod replies;
 mod scripts;
 mod send;
+mod wait;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use self::scripts::{
     PERMIT_RELEASE_SCRIPT, RW_ACQUIRE_SCRIPT, RW_RELEASE_SCRIPT,
 };
 pub(crate) use self::send::{Sent, once, within};
+use self::wait::WaitConnections;
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
@@ -46,6 +48,8 @@ pub struct RedisBackend<C = ConnectionManager> {
     connection: C,
     batcher: Option<Arc<Batcher<C>>>,
     hub: Option<Hub>,
+    /// Connections for `WAIT` (with [`connect`](Self::connect)).
+    waits: Option<WaitConnections>,
     timeout: Duration,
     description: String,
 }
@@ -96,6 +100,7 @@ impl RedisBackend<ConnectionManager> {
         Ok(RedisBackend {
             batcher: Some(Batcher::new(connection.clone(), timeout)),
             connection,
+            waits: Some(WaitConnections::new(client.clone())),
             hub: Some(Hub::new(client, timeout)),
             timeout,
             description,
@@ -164,6 +169,7 @@ where
             connection,
             batcher: None,
             hub: pubsub.map(|client| Hub::new(client, timeout)),
+            waits: None,
             timeout,
             description: "redis".to_owned(),
         }
@@ -224,6 +230,21 @@ fn lock_invocation<'s>(
     let mut invocation = script.key(keys.lease());
     invocation.key(keys.fence()).arg(owner).arg(extra);
     invocation
+}
+
+/// A call of the script that renews `owner`'s lease of `claim`.
+fn renew_invocation(
+    keys: &StoredKeys,
+    claim: Claim,
+    owner: &str,
+    ttl: Duration,
+) -> redis::ScriptInvocation<'static> {
+    if claim == Claim::Exclusive {
+        return Operation::Renew(millis(ttl)).invocation(keys, owner);
+    }
+    let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, claim));
+    call.arg(owner).arg(millis(ttl));
+    call
 }
 
 /// The hash the leases of `claim` (other than exclusive) live in.
@@ -305,8 +326,7 @@ where
                     self.lock_operation(operation, keys, owner).await?.reply
                 }
                 other => {
-                    let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, other));
-                    call.arg(owner).arg(millis(ttl));
+                    let call = renew_invocation(keys, other, owner, ttl);
                     self.script(&call).await?.reply
                 }
             };
@@ -383,20 +403,19 @@ where
         })
     }
 
-    fn confirm_replicas(
-        &self,
+    /// `WAIT` on a connection of its own, after a renewal of the lease
+    /// there, so that no other lock of the Locker waits behind it (see
+    /// `wait.rs`).
+    fn confirm_replicas<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
         wanted: usize,
-        timeout: Duration,
-    ) -> StoreFuture<'_, Result<usize, StoreError>> {
-        StoreFuture::new(async move {
-            // WAIT holds this connection for up to `timeout`: bound it on
-            // top of the request timeout. Sent once: on a fresh connection it
-            // would confirm writes it never saw.
-            let mut conn = self.connection.clone();
-            let mut wait = redis::cmd("WAIT");
-            wait.arg(wanted).arg(millis(timeout));
-            once(self.timeout + timeout, wait.query_async::<usize>(&mut conn)).await
-        })
+        within: Duration,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::new(self.confirm((keys, claim, owner, ttl), wanted, within))
     }
 
     fn describe(&self) -> String {

@@ -1,0 +1,99 @@
+//! Replica acknowledgement (`WAIT`) on connections of its own.
+//!
+//! `WAIT` holds the connection it is sent on until the replicas answer or
+//! its bound passes; on the Locker's shared multiplexed connection it would
+//! hold up every other lock's acquire, renewal and release for that long
+//! (a held lock could then miss its renewals). So each confirmation takes
+//! a connection of its own from a small pool. `WAIT` counts the writes of
+//! its own connection, so the confirmation first renews the lease there:
+//! that write follows the acquire, and a replica that has it has the
+//! acquire too.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+
+use super::{RedisBackend, millis, once, renew_invocation};
+use crate::backend::Claim;
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+
+/// Idle connections kept for later confirmations; more are opened while
+/// more confirm at once, and closed after. Keeping 8 cost U16 a third of
+/// its rate in reconnects (bench/README.md).
+const KEEP_IDLE: usize = 64;
+
+/// Connections for `WAIT`, apart from the shared one.
+pub(super) struct WaitConnections {
+    client: redis::Client,
+    idle: Mutex<Vec<MultiplexedConnection>>,
+}
+
+impl WaitConnections {
+    pub(super) fn new(client: redis::Client) -> Self {
+        WaitConnections {
+            client,
+            idle: Mutex::default(),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An idle connection, or a new one within `timeout`.
+    async fn take(&self, timeout: Duration) -> Result<MultiplexedConnection, StoreError> {
+        if let Some(connection) = self.idle().pop() {
+            return Ok(connection);
+        }
+        // No response bound here: each request below has its own.
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        let connect = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config);
+        once(timeout, connect).await
+    }
+
+    fn put_back(&self, connection: MultiplexedConnection) {
+        let mut idle = self.idle();
+        if idle.len() < KEEP_IDLE {
+            idle.push(connection);
+        }
+    }
+}
+
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// How many of `wanted` replicas have `owner`'s lease of `claim` on
+    /// `keys` within `within` (0 if the lease is gone).
+    pub(super) async fn confirm(
+        &self,
+        (keys, claim, owner, ttl): (&StoredKeys, Claim, &str, Duration),
+        wanted: usize,
+        within: Duration,
+    ) -> Result<usize, StoreError> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(wanted).arg(millis(within));
+        // WAIT is sent once, bounded on top of the request timeout: on a
+        // fresh connection it would confirm writes it never saw.
+        let Some(connections) = &self.waits else {
+            // A connection given by the caller (a cluster's): the shared one.
+            let mut shared = self.connection.clone();
+            return once(
+                self.timeout + within,
+                wait.query_async::<usize>(&mut shared),
+            )
+            .await;
+        };
+        let mut connection = connections.take(self.timeout).await?;
+        let renewal = renew_invocation(keys, claim, owner, ttl);
+        let renewed: i64 = once(self.timeout, renewal.invoke_async(&mut connection)).await?;
+        let confirmed = once(self.timeout + within, wait.query_async(&mut connection)).await?;
+        connections.put_back(connection);
+        // Renewed nothing: the lease is gone, and there is nothing to confirm.
+        Ok(if renewed == 1 { confirmed } else { 0 })
+    }
+}
