@@ -265,8 +265,9 @@ impl Acquisition {
                         return Err(self.timeout_error(started, remaining));
                     }
                     // Boxed like the local line: only a held lock gets here.
+                    let ticket = queued.then(|| undo.owner());
                     let released =
-                        subscription.wait_for_release(&self, undo.owner(), remaining, deadline);
+                        subscription.wait_for_release(&self, ticket, remaining, deadline);
                     Box::pin(released).await?;
                 }
                 Err(err) => {

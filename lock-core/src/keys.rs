@@ -9,6 +9,9 @@
 //!                            ahead of the server clock
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
+//! lock:{order:42}:released:<owner>
+//!                            the channel of one waiter with a ticket (a fair
+//!                            lock's place, a writer's mark): told its turn
 //! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
 //!                            (each kind of lock on a key is a lock of its own:
 //!                            a semaphore and a plain lock do not exclude each

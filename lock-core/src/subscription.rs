@@ -16,37 +16,38 @@ const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub(crate) struct Subscription {
     signal: Option<ReleaseSignal>,
-    /// The owner value the signal was asked for (a queue's waiter hears
-    /// of its own turn; an acquire that starts over has a new value).
-    owner: String,
+    /// The ticket the signal was asked for, if any (a waiter with a
+    /// ticket hears of its own turn; an acquire that starts over has a new
+    /// owner value).
+    ticket: Option<String>,
     /// Subscribing cannot work (the store has no channel): poll instead.
     failed: bool,
 }
 
 impl Subscription {
-    /// Waits for the release of the lock `acquisition` wants for `owner`:
-    /// subscribes first if there is no subscription for it yet (and returns
-    /// at once, so that the caller tries again with no release missed),
-    /// else sleeps until a release message, the holders' `remaining` time
-    /// or the `deadline`.
+    /// Waits for the release of the lock `acquisition` wants (for the
+    /// waiter with `ticket`, its own turn): subscribes first if there is no
+    /// subscription for it yet (and returns at once, so that the caller
+    /// tries again with no release missed), else sleeps until a release
+    /// message, the holders' `remaining` time or the `deadline`.
     pub(crate) async fn wait_for_release(
         &mut self,
         acquisition: &Acquisition,
-        owner: &str,
+        ticket: Option<&str>,
         remaining: Option<Duration>,
         deadline: Instant,
     ) -> Result<(), LockError> {
         let keys = &acquisition.keys;
-        if self.owner != owner {
+        if self.ticket.as_deref() != ticket {
             self.signal = None;
         }
         if self.signal.is_none() && !self.failed {
             let backend = &acquisition.locker.inner.backend;
-            let subscribe = backend.subscribe(keys, acquisition.claim, owner);
+            let subscribe = backend.subscribe(keys, acquisition.claim, ticket);
             match tokio::time::timeout_at(deadline, subscribe).await {
                 Ok(Ok(signal)) => {
                     self.signal = Some(signal);
-                    owner.clone_into(&mut self.owner);
+                    self.ticket = ticket.map(str::to_owned);
                     return Ok(());
                 }
                 // A cut connection: poll this time, subscribe again next.

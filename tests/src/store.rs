@@ -202,9 +202,9 @@ impl Backend for Counting {
         &'a self,
         keys: &'a StoredKeys,
         claim: Claim,
-        owner: &'a str,
+        ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.inner.subscribe(keys, claim, owner)
+        self.inner.subscribe(keys, claim, ticket)
     }
 
     fn confirm_replicas<'a>(

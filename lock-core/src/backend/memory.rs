@@ -351,7 +351,7 @@ impl Backend for MemoryBackend {
         &'a self,
         keys: &'a StoredKeys,
         _: Claim,
-        _: &'a str,
+        _: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::ready(self.subscribe_now(keys))
     }

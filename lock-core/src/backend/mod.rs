@@ -181,16 +181,17 @@ pub trait Backend: Send + Sync + 'static {
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
-    /// Subscribes to the releases that `owner`, waiting for a lease of
-    /// `claim`, must hear of: those of the lock, or, where the store keeps
-    /// a queue (a fair lock; an etcd key or ZooKeeper node watching its
-    /// predecessor), only the one that makes it first. The subscription is
-    /// active when the returned future resolves.
+    /// Subscribes to the releases a waiter for a lease of `claim` must
+    /// hear of: those of the lock; or, for a waiter with a ticket (`ticket`
+    /// is its owner value: the store answered [`Attempt::Queued`]), only
+    /// its own turn, where the store can tell it (as an etcd key or a
+    /// ZooKeeper node watches its predecessor). The subscription is active
+    /// when the returned future resolves.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: Claim,
-        owner: &'a str,
+        ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
     /// Waits until `wanted` replicas have `owner`'s lease of `claim` on

@@ -80,9 +80,9 @@ impl Backend for AtLeast {
         &'a self,
         keys: &'a StoredKeys,
         claim: Claim,
-        owner: &'a str,
+        ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.store.subscribe(keys, claim, owner)
+        self.store.subscribe(keys, claim, ticket)
     }
 
     fn answers_in_place(&self) -> bool {

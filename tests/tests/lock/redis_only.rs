@@ -978,3 +978,52 @@ async fn batched_renewals_tell_only_the_lost_lease() {
         guard.release().await.unwrap();
     }
 }
+
+/// The last reader's release wakes the writer waiting behind it and not
+/// the reader waiting behind that writer; the writer's release then lets
+/// the reader in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_only_the_waiters_that_may_go_on() {
+    let store = lock_testkit::TestStore::redis();
+    let first = store.locker().await;
+    let (writer_side, writer_asks) = store.locker_with(|l| l).await;
+    let (reader_side, reader_asks) = store.locker_with(|l| l).await;
+    let reading = first.read_lock("page").await.unwrap();
+    let asked = writer_asks.acquires();
+    let writer = tokio::spawn(async move {
+        writer_side
+            .write_lock("page")
+            .wait(Duration::from_secs(10))
+            .await
+    });
+    // Queued, subscribed, asked again: it waits on its own channel.
+    writer_asks.acquires_reach(asked + 2).await;
+    let asked = reader_asks.acquires();
+    let reader = tokio::spawn(async move {
+        reader_side
+            .read_lock("page")
+            .wait(Duration::from_secs(10))
+            .await
+    });
+    reader_asks.acquires_reach(asked + 2).await;
+    let reader_asked = reader_asks.acquires();
+    reading.release().await.unwrap();
+    let writing = tokio::time::timeout(SLACK * 4, writer)
+        .await
+        .expect("the writer was not woken")
+        .unwrap()
+        .unwrap();
+    // The reader behind the writer's mark was left asleep.
+    assert_eq!(
+        reader_asks.acquires(),
+        reader_asked,
+        "the blocked reader was woken"
+    );
+    writing.release().await.unwrap();
+    let read = tokio::time::timeout(SLACK * 4, reader)
+        .await
+        .expect("the reader was not let in after the writer")
+        .unwrap()
+        .unwrap();
+    read.release().await.unwrap();
+}

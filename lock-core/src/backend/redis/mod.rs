@@ -381,22 +381,22 @@ where
         })
     }
 
-    /// A fair lock's waiter hears only of its own turn, on a channel of its
-    /// own (`<channel>:<owner>`), so that a release wakes one waiter, not
-    /// every process's.
+    /// A waiter with a ticket (a fair lock's place, a writer's mark) hears
+    /// only of its own turn, on a channel of its own (`<channel>:<owner>`),
+    /// so that a release wakes the one waiter that may go on.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
-        owner: &'a str,
+        _: Claim,
+        ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {
-            match &self.hub {
-                Some(hub) if claim == Claim::Fair => {
+            match (&self.hub, ticket) {
+                (Some(hub), Some(owner)) => {
                     hub.subscribe(&format!("{}:{owner}", keys.channel())).await
                 }
-                Some(hub) => hub.subscribe(keys.channel()).await,
-                None => Err(StoreError::permanent(
+                (Some(hub), None) => hub.subscribe(keys.channel()).await,
+                (None, _) => Err(StoreError::permanent(
                     "no pub/sub client configured; waiting falls back on the lease TTL",
                 )),
             }
