@@ -9,10 +9,14 @@ use tokio::time::Instant;
 
 use super::SLACK;
 
-/// 3 Lockers x 4 tasks line up in a known order (each once the one before
-/// is queued, at the store or in its Locker's line): grants follow it.
+/// Tasks line up in a known order, each once the one before is queued:
+/// eight Lockers (as processes) with one ticket each at the store, then a
+/// ninth Locker with one ticket and three tasks in its local line. Grants
+/// follow that order. (The line's tasks come last: a task in a line asks
+/// the store only when the one before it releases, so its place among
+/// other processes' later tickets is a race, not a contract.)
 pub async fn fair_grants_in_arrival_order(store: TestStore) {
-    const LOCKERS: usize = 3;
+    const LOCKERS: usize = 9;
     const TASKS: usize = 12;
     let holder = store.locker().await;
     let first = holder.fair_lock("fifo").await.unwrap();
@@ -23,7 +27,7 @@ pub async fn fair_grants_in_arrival_order(store: TestStore) {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..TASKS {
-        let (locker, counts) = &lockers[i % LOCKERS];
+        let (locker, counts) = &lockers[i.min(LOCKERS - 1)];
         let (mine, order) = (locker.clone(), Arc::clone(&order));
         let (asked, waiting) = (counts.acquires(), locker.local_waiters("fifo"));
         tasks.push(tokio::spawn(async move {
