@@ -7,6 +7,7 @@ use crate::backend::{Backend, Claim, MemoryBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::{StoredKeys, validate_namespace};
 use crate::locker::{Config, Locker, MIN_TTL};
+use crate::store_error::StoreError;
 
 /// Builds a [`Locker`] with non-default settings.
 ///
@@ -168,9 +169,12 @@ impl LockerBuilder {
     /// [`PermissionDenied`](LockError::PermissionDenied). A server that
     /// cannot be reached within the timeout is
     /// [`Unavailable`](LockError::Unavailable).
+    ///
+    /// `redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]`
+    /// connects through Sentinel, as [`redis_sentinel`](Self::redis_sentinel)
+    /// does, with the credentials and database for the master.
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
         let config = self.validated()?;
-        let failed = |err| LockError::from_store("*", Operation::Connect, err);
         #[cfg(feature = "tls")]
         let connect = match &config.tls_roots {
             Some(roots) => RedisBackend::connect_tls(url, config.timeout, roots).await,
@@ -178,6 +182,47 @@ impl LockerBuilder {
         };
         #[cfg(not(feature = "tls"))]
         let connect = RedisBackend::connect(url, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    /// A Locker on the Redis master that the sentinels at `sentinels`
+    /// (`redis://host:port` URLs) know as `master`, following it through
+    /// failovers: after a failover the next request asks the sentinels
+    /// again and goes to the new master.
+    ///
+    /// Errors as [`redis`](Self::redis); a master name no sentinel knows is
+    /// [`Unavailable`](LockError::Unavailable), naming it. Each sentinel URL
+    /// may carry that sentinel's credentials; the master is reached without
+    /// any: for a master with a password, use
+    /// the `redis+sentinel://` URL form with [`redis`](Self::redis).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"];
+    /// let locker = lock_core::Locker::builder()
+    ///     .redis_sentinel("mymaster", &sentinels)
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn redis_sentinel(
+        self,
+        master: &str,
+        sentinels: &[&str],
+    ) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = RedisBackend::connect_sentinel(master, sentinels, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    /// The Locker over a Redis backend just connected, once one round trip
+    /// has checked the connection as a lock would use it.
+    async fn checked(
+        connect: Result<RedisBackend, StoreError>,
+        config: Config,
+    ) -> Result<Locker, LockError> {
+        let failed = |err| LockError::from_store("*", Operation::Connect, err);
         let backend = connect.map_err(failed)?;
         // Renewing a lease nobody holds changes nothing and answers `false`;
         // it runs what every lock runs (a script on the namespace's keys).

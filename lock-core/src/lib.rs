@@ -76,7 +76,8 @@
 //! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;
 //!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
 //! - [`backend`]: the store boundary ([`Backend`]) with
-//!   [`RedisBackend`](backend::RedisBackend) and
+//!   [`RedisBackend`](backend::RedisBackend) (one server, or the master
+//!   that Sentinel names, followed through failovers) and
 //!   [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the head contends at the store.

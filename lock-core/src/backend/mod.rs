@@ -29,7 +29,7 @@ pub mod redis;
 
 pub use self::claim::{Attempt, Claim, Grant};
 pub use self::memory::MemoryBackend;
-pub use self::redis::RedisBackend;
+pub use self::redis::{RedisBackend, RedisConnection};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -2,19 +2,24 @@
 //! from the server clock, releases published on a per-lock channel.
 
 mod batch;
+mod connect;
+mod connection;
 mod pubsub;
 mod replies;
 mod scripts;
 mod send;
+mod sentinel;
 mod wait;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionLike;
 
 use self::batch::{Batcher, Operation};
+use self::connection::Endpoint;
+pub use self::connection::RedisConnection;
 use self::pubsub::Hub;
 pub(crate) use self::replies::STORED_FORMAT;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
@@ -26,17 +31,18 @@ pub(crate) use self::send::{Sent, once, within};
 use self::wait::WaitConnections;
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
-use crate::store_error::{Refusal, StoreError};
+use crate::store_error::StoreError;
 
 /// Default bound on one store request (and on connecting).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Leases in Redis (standalone, or any connection that implements redis-rs'
-/// async `ConnectionLike`, such as a cluster connection).
+/// Leases in Redis: one server, the master a set of sentinels names
+/// ([`connect_sentinel`](Self::connect_sentinel), `redis+sentinel://`), or
+/// any connection that implements redis-rs' async `ConnectionLike`.
 ///
-/// Commands go over one auto-reconnecting multiplexed connection
-/// ([`ConnectionManager`]); release notifications over one shared pub/sub
-/// connection. Every request is bounded by the timeout: a request that runs
+/// Commands go over one multiplexed connection ([`RedisConnection`]: it
+/// reconnects on its own, and under Sentinel moves to the new master on a
+/// failover); release notifications over one shared pub/sub connection. Every request is bounded by the timeout: a request that runs
 /// out of it may have been applied, and the error says so.
 ///
 /// On a connection made by [`connect`](Self::connect), acquires and releases
@@ -44,7 +50,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// script call (in order), which saves the server and the client work per
 /// lock under load; [`with_connection`](Self::with_connection) (which may be
 /// a cluster connection, where one call cannot span slots) sends each alone.
-pub struct RedisBackend<C = ConnectionManager> {
+pub struct RedisBackend<C = RedisConnection> {
     connection: C,
     batcher: Option<Arc<Batcher<C>>>,
     hub: Option<Hub>,
@@ -53,105 +59,6 @@ pub struct RedisBackend<C = ConnectionManager> {
     timeout: Duration,
     description: String,
 }
-
-impl RedisBackend<ConnectionManager> {
-    /// Connects to the server at `url` (`redis://host:port/db`,
-    /// `redis+unix:///path`; `rediss://` with feature `tls`), bounding
-    /// connects and requests by `timeout`.
-    ///
-    /// A URL that does not parse, a scheme this build cannot connect with
-    /// (`rediss://` without feature `tls`) and rejected credentials are
-    /// [refusals](StoreError::refusal), not transient errors.
-    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
-        Self::connect_with(url, timeout, None).await
-    }
-
-    /// As [`connect`](Self::connect), for `rediss://` URLs checking the
-    /// server's certificate against `roots` (PEM) instead of the system's
-    /// (feature `tls`).
-    #[cfg(feature = "tls")]
-    pub async fn connect_tls(
-        url: &str,
-        timeout: Duration,
-        roots: &[u8],
-    ) -> Result<Self, StoreError> {
-        Self::connect_with(url, timeout, Some(roots)).await
-    }
-
-    async fn connect_with(
-        url: &str,
-        timeout: Duration,
-        roots: Option<&[u8]>,
-    ) -> Result<Self, StoreError> {
-        let client = open(url, roots)?;
-        // Responses are bounded per request by `within` instead (WAIT needs
-        // a longer bound than the others).
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(2)
-            .set_max_delay(timeout);
-        let connect = ConnectionManager::new_with_config(client.clone(), config);
-        let connection = tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| StoreError::new(format!("could not connect within {timeout:?}"), false))?
-            .map_err(|err| StoreError::from(err).unknown(false))?;
-        let description = format!("redis {}", client.get_connection_info().addr());
-        Ok(RedisBackend {
-            batcher: Some(Batcher::new(connection.clone(), timeout)),
-            connection,
-            waits: Some(WaitConnections::new(client.clone())),
-            hub: Some(Hub::new(client, timeout)),
-            timeout,
-            description,
-        })
-    }
-}
-
-/// A client for `url`, or the refusal that says what is wrong with it.
-fn open(url: &str, roots: Option<&[u8]>) -> Result<redis::Client, StoreError> {
-    // Checked here, not left to redis-rs: another crate of the build may
-    // turn on its TLS (features unify), and `rediss://` would then panic
-    // in rustls without a crypto provider.
-    if let Some((scheme, _)) = url.split_once("://")
-        && !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
-    {
-        let refusal = Refusal::UnsupportedScheme(scheme.to_owned());
-        let reason = format!("lock-core connects over {}", SCHEMES.join(", "));
-        return Err(StoreError::refused(refusal, reason));
-    }
-    let invalid = |err| StoreError::refused(Refusal::InvalidUrl, err);
-    #[cfg(feature = "tls")]
-    {
-        // The first provider installed for the process stays; ours is ring.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        if let Some(roots) = roots {
-            let certificates = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(roots.to_vec()),
-            };
-            return redis::Client::build_with_tls(url, certificates).map_err(invalid);
-        }
-    }
-    let _ = roots;
-    redis::Client::open(url).map_err(invalid)
-}
-
-/// URL schemes this build connects with.
-#[cfg(not(feature = "tls"))]
-const SCHEMES: &[&str] = &["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
-
-/// URL schemes this build connects with (TLS ones included).
-#[cfg(feature = "tls")]
-const SCHEMES: &[&str] = &[
-    "redis",
-    "valkey",
-    "redis+unix",
-    "valkey+unix",
-    "unix",
-    "rediss",
-    "valkeys",
-];
 
 impl<C> RedisBackend<C>
 where
@@ -168,7 +75,7 @@ where
         RedisBackend {
             connection,
             batcher: None,
-            hub: pubsub.map(|client| Hub::new(client, timeout)),
+            hub: pubsub.map(|client| Hub::new(Endpoint::Server(Box::new(client)), timeout)),
             waits: None,
             timeout,
             description: "redis".to_owned(),

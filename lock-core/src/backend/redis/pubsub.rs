@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::{oneshot, watch};
 
+use super::connection::Endpoint;
 use crate::backend::ReleaseSignal;
 use crate::store_error::StoreError;
 
@@ -23,7 +24,7 @@ pub(super) struct Hub {
 }
 
 struct HubInner {
-    client: redis::Client,
+    endpoint: Endpoint,
     timeout: Duration,
     connection: tokio::sync::Mutex<Option<LiveConnection>>,
     table: Arc<Mutex<Table>>,
@@ -43,6 +44,8 @@ struct Channel {
 
 struct LiveConnection {
     sink: PubSubSink,
+    /// The generation of the master it went to (see [`Endpoint`]).
+    master: u64,
     alive: Arc<AtomicBool>,
     _stop_reader: oneshot::Sender<()>,
 }
@@ -52,10 +55,10 @@ fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
 }
 
 impl Hub {
-    pub(super) fn new(client: redis::Client, timeout: Duration) -> Self {
+    pub(super) fn new(endpoint: Endpoint, timeout: Duration) -> Self {
         Hub {
             inner: Arc::new(HubInner {
-                client,
+                endpoint,
                 timeout,
                 connection: tokio::sync::Mutex::new(None),
                 table: Arc::default(),
@@ -69,7 +72,11 @@ impl Hub {
     pub(super) async fn subscribe(&self, channel: &str) -> Result<ReleaseSignal, StoreError> {
         let inner = &self.inner;
         let mut connection = inner.connection.lock().await;
-        if !connection.as_ref().is_some_and(LiveConnection::is_alive) {
+        // A connection to a server that is no longer the master hears
+        // nothing of releases on the new one: replaced.
+        let usable =
+            |live: &LiveConnection| live.is_alive() && inner.endpoint.is_current(live.master);
+        if !connection.as_ref().is_some_and(usable) {
             *connection = None;
             *connection = Some(inner.connect().await?);
         }
@@ -127,7 +134,16 @@ impl LiveConnection {
 
 impl HubInner {
     async fn connect(&self) -> Result<LiveConnection, StoreError> {
-        let pubsub = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
+        // Watched from before the master is looked up, so that no move is
+        // missed.
+        let mut moves = self.endpoint.moves();
+        let connect = async {
+            let (client, master) = self.endpoint.client().await?;
+            let pubsub = client.get_async_pubsub().await;
+            let pubsub = pubsub.inspect_err(|err| self.endpoint.failed(master, err))?;
+            Ok::<_, StoreError>((pubsub, master))
+        };
+        let (pubsub, master) = tokio::time::timeout(self.timeout, connect)
             .await
             .map_err(|_| StoreError::timed_out(self.timeout))??;
         let (sink, mut stream) = pubsub.split();
@@ -141,6 +157,7 @@ impl HubInner {
         let (stop_reader, mut stopped) = oneshot::channel();
         let table = Arc::clone(&self.table);
         let reader_alive = Arc::clone(&alive);
+        let endpoint = self.endpoint.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -154,6 +171,10 @@ impl HubInner {
                         None => break,
                     },
                     _ = &mut stopped => break,
+                    // Releases are published on the master: a connection
+                    // to a former master ends, and its waiters subscribe
+                    // again.
+                    () = moved(moves.as_mut(), &endpoint, master) => break,
                 }
             }
             reader_alive.store(false, Ordering::Relaxed);
@@ -165,10 +186,25 @@ impl HubInner {
         });
         Ok(LiveConnection {
             sink,
+            master,
             alive,
             _stop_reader: stop_reader,
         })
     }
+}
+
+/// Resolves once the master of generation `master` is no longer the one
+/// in use (never for a single server).
+async fn moved(moves: Option<&mut watch::Receiver<u64>>, endpoint: &Endpoint, master: u64) {
+    let Some(moves) = moves else {
+        return std::future::pending().await;
+    };
+    while moves.changed().await.is_ok() {
+        if !endpoint.is_current(master) {
+            return;
+        }
+    }
+    std::future::pending().await
 }
 
 /// Drops a waiter's interest in a channel; the last one unsubscribes.

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 
+use super::connection::Endpoint;
 use super::{RedisBackend, millis, once, renew_invocation};
 use crate::backend::Claim;
 use crate::keys::StoredKeys;
@@ -26,36 +27,47 @@ const KEEP_IDLE: usize = 64;
 
 /// Connections for `WAIT`, apart from the shared one.
 pub(super) struct WaitConnections {
-    client: redis::Client,
-    idle: Mutex<Vec<MultiplexedConnection>>,
+    endpoint: Endpoint,
+    /// With the generation of the master each went to.
+    idle: Mutex<Vec<(u64, MultiplexedConnection)>>,
 }
 
 impl WaitConnections {
-    pub(super) fn new(client: redis::Client) -> Self {
+    pub(super) fn new(endpoint: Endpoint) -> Self {
         WaitConnections {
-            client,
+            endpoint,
             idle: Mutex::default(),
         }
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<MultiplexedConnection>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(u64, MultiplexedConnection)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An idle connection, or a new one within `timeout`.
-    async fn take(&self, timeout: Duration) -> Result<MultiplexedConnection, StoreError> {
-        if let Some(connection) = self.idle().pop() {
-            return Ok(connection);
+    /// An idle connection to the master, or a new one within `timeout`.
+    async fn take(&self, timeout: Duration) -> Result<(u64, MultiplexedConnection), StoreError> {
+        {
+            let mut idle = self.idle();
+            // Those to a former master go (after a failover).
+            idle.retain(|(master, _)| self.endpoint.is_current(*master));
+            if let Some(connection) = idle.pop() {
+                return Ok(connection);
+            }
         }
         // No response bound here: each request below has its own.
         let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-        let connect = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config);
+        let connect = async {
+            let (client, master) = self.endpoint.client().await?;
+            let connection = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .inspect_err(|err| self.endpoint.failed(master, err))?;
+            Ok::<_, StoreError>((master, connection))
+        };
         once(timeout, connect).await
     }
 
-    fn put_back(&self, connection: MultiplexedConnection) {
+    fn put_back(&self, connection: (u64, MultiplexedConnection)) {
         let mut idle = self.idle();
         if idle.len() < KEEP_IDLE {
             idle.push(connection);
@@ -88,11 +100,11 @@ where
             )
             .await;
         };
-        let mut connection = connections.take(self.timeout).await?;
+        let (master, mut connection) = connections.take(self.timeout).await?;
         let renewal = renew_invocation(keys, claim, owner, ttl);
         let renewed: i64 = once(self.timeout, renewal.invoke_async(&mut connection)).await?;
         let confirmed = once(self.timeout + within, wait.query_async(&mut connection)).await?;
-        connections.put_back(connection);
+        connections.put_back((master, connection));
         // Renewed nothing: the lease is gone, and there is nothing to confirm.
         Ok(if renewed == 1 { confirmed } else { 0 })
     }

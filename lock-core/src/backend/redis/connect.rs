@@ -1,0 +1,199 @@
+//! Connecting: to one server by URL, or to the master a set of sentinels
+//! names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::RedisBackend;
+use super::batch::Batcher;
+use super::connection::{Endpoint, RedisConnection};
+use super::pubsub::Hub;
+use super::sentinel::{SentinelMaster, SentinelUrl};
+use super::wait::WaitConnections;
+use crate::store_error::{Refusal, StoreError};
+
+impl RedisBackend<RedisConnection> {
+    /// Connects to the server at `url` (`redis://host:port/db`,
+    /// `redis+unix:///path`; `rediss://` with feature `tls`), bounding
+    /// connects and requests by `timeout`.
+    ///
+    /// A URL that does not parse, a scheme this build cannot connect with
+    /// (`rediss://` without feature `tls`) and rejected credentials are
+    /// [refusals](StoreError::refusal), not transient errors.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        Self::connect_with(url, timeout, None).await
+    }
+
+    /// Connects to the master that the sentinels at `sentinels` (`redis://`
+    /// URLs, each with the credentials of that sentinel, if any) name
+    /// `master`, and follows it through failovers: a broken connection or a
+    /// `READONLY` answer has the sentinels asked again. The master is
+    /// reached without credentials; for a master with a password use the
+    /// `redis+sentinel://` URL form with [`connect`](Self::connect).
+    pub async fn connect_sentinel(
+        master: &str,
+        sentinels: &[&str],
+        timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let url = SentinelUrl {
+            sentinels: sentinels.iter().map(|s| s.to_string()).collect(),
+            master: master.to_owned(),
+            login: redis::RedisConnectionInfo::default(),
+        };
+        Self::follow_sentinels(&url, timeout).await
+    }
+
+    async fn follow_sentinels(url: &SentinelUrl, timeout: Duration) -> Result<Self, StoreError> {
+        let master = SentinelMaster::new(url, timeout)?;
+        // The first resolution, so that a wrong name or no sentinel is an
+        // error here.
+        let current = master.current().await.map_err(|err| {
+            if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
+                let sentinels = url.sentinels.join(", ");
+                let why = format!("no sentinel of {sentinels} names a master `{}`", url.master);
+                return StoreError::new(why, false);
+            }
+            StoreError::from(err).unknown(false)
+        })?;
+        let description = format!(
+            "redis sentinel master {} (now {})",
+            master.name(),
+            current.client.get_connection_info().addr()
+        );
+        let connection = RedisConnection::sentinel(Arc::clone(&master));
+        Ok(Self::assemble(
+            connection,
+            Endpoint::Sentinel(master),
+            timeout,
+            description,
+        ))
+    }
+
+    /// The backend over `connection`, batching, with pub/sub and `WAIT`
+    /// connections to `endpoint`.
+    fn assemble(
+        connection: RedisConnection,
+        endpoint: Endpoint,
+        timeout: Duration,
+        description: String,
+    ) -> Self {
+        RedisBackend {
+            batcher: Some(Batcher::new(connection.clone(), timeout)),
+            connection,
+            waits: Some(WaitConnections::new(endpoint.clone())),
+            hub: Some(Hub::new(endpoint, timeout)),
+            timeout,
+            description,
+        }
+    }
+
+    /// As [`connect`](Self::connect), for `rediss://` URLs checking the
+    /// server's certificate against `roots` (PEM) instead of the system's
+    /// (feature `tls`).
+    #[cfg(feature = "tls")]
+    pub async fn connect_tls(
+        url: &str,
+        timeout: Duration,
+        roots: &[u8],
+    ) -> Result<Self, StoreError> {
+        Self::connect_with(url, timeout, Some(roots)).await
+    }
+
+    async fn connect_with(
+        url: &str,
+        timeout: Duration,
+        roots: Option<&[u8]>,
+    ) -> Result<Self, StoreError> {
+        if is_sentinel(url) {
+            if roots.is_some() {
+                let refusal = Refusal::UnsupportedScheme("redis+sentinel".to_owned());
+                let reason = "TLS through Sentinel is not supported: leave out the TLS roots, \
+                              or connect to the master with rediss://";
+                return Err(StoreError::refused(refusal, reason));
+            }
+            return Self::follow_sentinels(&SentinelUrl::parse(url)?, timeout).await;
+        }
+        let client = open(url, roots)?;
+        // Responses are bounded per request by `within` instead (WAIT needs
+        // a longer bound than the others).
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(2)
+            .set_max_delay(timeout);
+        let connect = ConnectionManager::new_with_config(client.clone(), config);
+        let connection = tokio::time::timeout(timeout, connect)
+            .await
+            .map_err(|_| StoreError::new(format!("could not connect within {timeout:?}"), false))?
+            .map_err(|err| StoreError::from(err).unknown(false))?;
+        let description = format!("redis {}", client.get_connection_info().addr());
+        let connection = RedisConnection::server(connection);
+        Ok(Self::assemble(
+            connection,
+            Endpoint::Server(Box::new(client)),
+            timeout,
+            description,
+        ))
+    }
+}
+
+/// A client for `url`, or the refusal that says what is wrong with it.
+fn open(url: &str, roots: Option<&[u8]>) -> Result<redis::Client, StoreError> {
+    // Checked here, not left to redis-rs: another crate of the build may
+    // turn on its TLS (features unify), and `rediss://` would then panic
+    // in rustls without a crypto provider.
+    if let Some((scheme, _)) = url.split_once("://")
+        && !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+    {
+        let refusal = Refusal::UnsupportedScheme(scheme.to_owned());
+        let reason = format!("lock-core connects over {}", SCHEMES.join(", "));
+        return Err(StoreError::refused(refusal, reason));
+    }
+    let invalid = |err| StoreError::refused(Refusal::InvalidUrl, err);
+    #[cfg(feature = "tls")]
+    {
+        // The first provider installed for the process stays; ours is ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        if let Some(roots) = roots {
+            let certificates = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(roots.to_vec()),
+            };
+            return redis::Client::build_with_tls(url, certificates).map_err(invalid);
+        }
+    }
+    let _ = roots;
+    redis::Client::open(url).map_err(invalid)
+}
+
+/// URL schemes this build connects with.
+#[cfg(not(feature = "tls"))]
+const SCHEMES: &[&str] = &[
+    "redis",
+    "valkey",
+    "redis+unix",
+    "valkey+unix",
+    "unix",
+    "redis+sentinel",
+];
+
+/// URL schemes this build connects with (TLS ones included).
+#[cfg(feature = "tls")]
+const SCHEMES: &[&str] = &[
+    "redis",
+    "valkey",
+    "redis+unix",
+    "valkey+unix",
+    "unix",
+    "rediss",
+    "valkeys",
+    "redis+sentinel",
+];
+
+/// Whether `url` names a master through its sentinels.
+fn is_sentinel(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("redis+sentinel"))
+}
