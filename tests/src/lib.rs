@@ -13,12 +13,14 @@ pub mod history;
 mod postgres;
 mod process;
 mod proxy;
+mod sentinel;
 mod server;
 mod store;
 
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;
+pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use server::{
     LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lasting_keys,
     lock_commands_sent, send_signal, unread_bytes,

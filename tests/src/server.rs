@@ -86,7 +86,7 @@ pub struct RedisServer {
     child: Option<Child>,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
     listener.local_addr().expect("local addr").port()
 }
@@ -158,6 +158,43 @@ fn make_certificates(dir: &std::path::Path) {
             .unwrap_or_else(|_| missing_binary("openssl"));
         assert!(status.success(), "openssl {args:?} failed");
     }
+}
+
+/// Starts `command` (a redis-server, in any mode) with its log on stdout
+/// and waits for a log line with `ready`; `None` if it did not come (the
+/// port was taken, or it failed), the process then killed.
+pub(crate) fn spawn_until(command: &mut Command, ready: &'static str) -> Option<Child> {
+    let mut child = match command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            missing_binary(command.get_program().to_str().unwrap_or("redis-server"))
+        }
+        Err(err) => panic!("could not start {command:?}: {err}"),
+    };
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (ready_tx, ready_rx) = mpsc::channel();
+    // The reader keeps draining the log so the server never blocks on it.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(ready) {
+                let _ = ready_tx.send(true);
+            } else if line.contains("Address already in use") {
+                let _ = ready_tx.send(false);
+            }
+        }
+        let _ = ready_tx.send(false);
+    });
+    if ready_rx.recv_timeout(STARTUP).unwrap_or(false) {
+        return Some(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 fn missing_binary(program: &str) -> ! {
@@ -275,40 +312,9 @@ impl RedisServer {
             }
             None => Command::new("redis-server"),
         };
-        let mut child = match command
-            .args(self.args())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-        {
-            Ok(child) => child,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                missing_binary(command.get_program().to_str().unwrap_or("redis-server"))
-            }
-            Err(err) => panic!("could not start redis-server: {err}"),
-        };
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (ready_tx, ready_rx) = mpsc::channel();
-        // The reader keeps draining the log so the server never blocks on it.
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("Ready to accept connections") {
-                    let _ = ready_tx.send(true);
-                } else if line.contains("Address already in use") {
-                    let _ = ready_tx.send(false);
-                }
-            }
-            let _ = ready_tx.send(false);
-        });
-        let ready = ready_rx.recv_timeout(STARTUP).unwrap_or(false);
-        if ready {
-            self.child = Some(child);
-        } else {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        ready
+        command.args(self.args());
+        self.child = spawn_until(&mut command, "Ready to accept connections");
+        self.child.is_some()
     }
 
     /// The port it listens on (loopback only).

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lock_core::backend::{Attempt, Claim, MemoryBackend, RedisBackend, ReleaseSignal, StoreFuture};
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
-use crate::RedisServer;
+use crate::{RedisServer, SentinelSet};
 
 /// A store under test.
 pub enum TestStore {
@@ -18,6 +18,9 @@ pub enum TestStore {
     Redis(RedisServer),
     /// A real redis-server from the kit, reached over TLS.
     RedisTls(RedisServer),
+    /// A master and a sentinel from the kit, the Lockers finding the master
+    /// through the sentinel (`redis+sentinel://`).
+    Sentinel(SentinelSet),
 }
 
 impl TestStore {
@@ -37,10 +40,18 @@ impl TestStore {
         TestStore::RedisTls(RedisServer::options().tls().start())
     }
 
+    /// A master without replicas and one sentinel watching it, which the
+    /// Lockers reach through the sentinel (no failover: that is for tests
+    /// of their own).
+    pub fn sentinel() -> Self {
+        TestStore::Sentinel(SentinelSet::start(0, 1))
+    }
+
     /// The server, for Redis stores (inspected over plain TCP).
     pub fn server(&self) -> Option<&RedisServer> {
         match self {
             TestStore::Redis(server) | TestStore::RedisTls(server) => Some(server),
+            TestStore::Sentinel(set) => Some(set.first_master()),
             TestStore::Memory(_) => None,
         }
     }
@@ -73,6 +84,11 @@ impl TestStore {
                 .await
                 .expect("connect to the test server over TLS"),
             ),
+            TestStore::Sentinel(set) => Arc::new(
+                RedisBackend::connect(&set.url(), Duration::from_secs(2))
+                    .await
+                    .expect("connect through the test sentinel"),
+            ),
         };
         let counting = Counting::new(backend);
         let locker = builder
@@ -88,7 +104,8 @@ impl TestStore {
             TestStore::Memory(memory) => {
                 assert!(memory.evict(&keys), "no lease to evict");
             }
-            TestStore::Redis(server) | TestStore::RedisTls(server) => {
+            TestStore::Redis(_) | TestStore::RedisTls(_) | TestStore::Sentinel(_) => {
+                let server = self.server().expect("a Redis store");
                 let mut conn = server.connection().await;
                 let kinds = [keys.fair(), keys.rw(), keys.permits(), keys.segments()];
                 let removed: u64 = redis::cmd("DEL")

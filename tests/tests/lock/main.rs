@@ -11,6 +11,7 @@ mod metrics;
 mod processes;
 mod redis_only;
 mod replicas;
+mod sentinel;
 
 /// Runs each conformance test against both backends.
 macro_rules! on_every_backend {
@@ -36,6 +37,14 @@ macro_rules! on_every_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     crate::conformance::$name(lock_testkit::TestStore::redis_tls()).await;
+                }
+            )*
+        }
+        mod redis_sentinel_backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    crate::conformance::$name(lock_testkit::TestStore::sentinel()).await;
                 }
             )*
         }

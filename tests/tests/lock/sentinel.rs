@@ -1,0 +1,191 @@
+//! Failovers under Sentinel: 1 master, 2 replicas and 3 sentinels (quorum
+//! 2). Locks acknowledged by a replica (`replicas(1, ..)`) live through a
+//! failover, renewals and waiters follow the new master, new acquires
+//! work on it once the sentinels name it, and tokens keep rising.
+
+use std::time::Duration;
+
+use lock_core::{LockError, LockGuard, Locker};
+use lock_testkit::{MASTER_NAME, SentinelSet};
+use redis::AsyncCommands;
+use tokio::time::Instant;
+
+use crate::conformance::SLACK;
+
+/// The Locker's bound on a request (the default).
+const REQUEST_BOUND: Duration = Duration::from_secs(2);
+
+/// Longer than a failover after a kill takes here (the master is called
+/// down after 1 s, then the sentinels elect and promote).
+const TTL: Duration = Duration::from_secs(8);
+
+const HELD: usize = 20;
+
+async fn locker(set: &SentinelSet) -> Locker {
+    Locker::builder()
+        .ttl(TTL)
+        .replicas(1, Duration::from_secs(2))
+        .redis(&set.url())
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// `HELD` locks, each acknowledged by a replica.
+async fn hold(locker: &Locker) -> Vec<LockGuard> {
+    let mut held = Vec::new();
+    for i in 0..HELD {
+        held.push(locker.lock(format!("order:{i}")).await.unwrap());
+    }
+    held
+}
+
+/// After the failover: every lock still held a full ttl later (so it was
+/// renewed on the new master), and none can be taken by another Locker.
+async fn still_held(set: &SentinelSet, held: &[LockGuard]) {
+    tokio::time::sleep(TTL + SLACK).await;
+    for guard in held {
+        assert!(guard.is_held(), "{} was lost in the failover", guard.key());
+    }
+    let other = Locker::builder()
+        .redis(&set.url())
+        .await
+        .expect("a second Locker");
+    for guard in held {
+        let taken = other.try_lock(guard.key()).await.unwrap();
+        assert!(taken.is_none(), "{} had a second owner", guard.key());
+    }
+}
+
+/// A graceful failover (`SENTINEL FAILOVER`): the former master goes on
+/// taking writes for seconds, yet the Lockers move to the new master at
+/// once. A new acquire lands there within one request bound of the
+/// sentinels naming it (one that asks for a replica's acknowledgement
+/// waits for a replica to follow the new master); a waiter is woken there
+/// by a release and gets a higher token; the held locks stay held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_keeps_acknowledged_locks_and_wakes_waiters_on_the_new_master() {
+    let set = SentinelSet::start(2, 3);
+    set.settled().await;
+    let locker = locker(&set).await;
+    let mut held = hold(&locker).await;
+    let before = held[0].token();
+    let waiter = Locker::builder().redis(&set.url()).await.unwrap();
+    let unconfirmed = waiter.clone();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("order:0").wait(Duration::from_secs(60)).await;
+        (guard, Instant::now())
+    });
+    let old = set.master_port().await;
+    let new = set.failover().await;
+    assert_ne!(new, old);
+    // The Lockers hear of the switch from the sentinels a moment after
+    // they name the new master: acquires land there within one request
+    // bound.
+    let started = Instant::now();
+    let mut new_master = set.server(new).connection().await;
+    loop {
+        let fresh = unconfirmed.lock("after-failover").await.unwrap();
+        let landed: bool = new_master
+            .exists("lock:{after-failover}:lease")
+            .await
+            .unwrap();
+        fresh.release().await.unwrap();
+        if landed {
+            break;
+        }
+        assert!(
+            started.elapsed() < REQUEST_BOUND + SLACK,
+            "acquires still went to the former master after {:?}",
+            started.elapsed()
+        );
+    }
+    // The release goes to the new master, and the waiter hears of it there
+    // (not at the end of the holder's lease, a ttl away).
+    let released = Instant::now();
+    held.remove(0).release().await.unwrap();
+    let (guard, woken) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter gets the lock after the failover");
+    assert!(
+        woken - released < TTL / 2,
+        "the waiter was not woken: it took {:?}",
+        woken - released
+    );
+    assert!(
+        guard.token() > before,
+        "the token went back in the failover"
+    );
+    guard.release().await.unwrap();
+    still_held(&set, &held).await;
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+}
+
+/// The master killed (SIGKILL): once the sentinels promote a replica, a
+/// Locker made before the kill acquires within one request bound, the
+/// acknowledged locks are still held there, and tokens keep rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_is_replaced_without_losing_acknowledged_locks() {
+    let mut set = SentinelSet::start(2, 3);
+    set.settled().await;
+    let locker = locker(&set).await;
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let unconfirmed = Locker::builder()
+        .redis_sentinel(MASTER_NAME, &urls)
+        .await
+        .unwrap();
+    let held = hold(&locker).await;
+    let before = held[0].token();
+    let old = set.master_port().await;
+    set.server_mut(old).kill();
+    let killed = Instant::now();
+    set.new_master(old).await;
+    let failover = killed.elapsed();
+    let fresh = unconfirmed
+        .lock("after-kill")
+        .wait(Duration::from_secs(30))
+        .await
+        .expect("an acquire on the new master");
+    let took = killed.elapsed();
+    assert!(
+        took < failover + REQUEST_BOUND + SLACK,
+        "the first acquire came {took:?} after the kill; the failover took {failover:?}"
+    );
+    fresh.release().await.unwrap();
+    still_held(&set, &held).await;
+    let key = held[0].key().to_owned();
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+    let after = locker.lock(&key).await.unwrap();
+    assert!(
+        after.token() > before,
+        "the token went back in the failover"
+    );
+    after.release().await.unwrap();
+}
+
+/// A master name the sentinels do not know is an error when connecting,
+/// within the timeout, naming what was asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_master_name_is_unavailable_at_connect() {
+    let set = SentinelSet::start(0, 1);
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let err = Locker::builder()
+        .timeout(Duration::from_millis(500))
+        .redis_sentinel("no-such-master", &urls)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err:?}");
+    let mut chain = err.to_string();
+    let mut cause = std::error::Error::source(&err);
+    while let Some(inner) = cause {
+        chain = format!("{chain}: {inner}");
+        cause = inner.source();
+    }
+    assert!(chain.contains("names a master `no-such-master`"), "{chain}");
+    assert!(started.elapsed() < Duration::from_millis(500) + SLACK);
+}
