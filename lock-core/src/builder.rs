@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{Backend, Claim, MemoryBackend, RedisBackend};
+use crate::backend::{Backend, Claim, MemoryBackend, RedLockBackend, RedisBackend};
 use crate::error::{LockError, Operation};
 use crate::keys::{StoredKeys, validate_namespace};
 use crate::locker::{Config, Locker, MIN_TTL};
@@ -216,10 +216,35 @@ impl LockerBuilder {
         Self::checked(connect, config).await
     }
 
+    /// A Locker on RedLock over the independent Redis masters at `urls`
+    /// (at least 3; 5 is usual): a lease is held when a majority of them
+    /// hold it, and tokens strictly increase per key even when the
+    /// masters' clocks disagree (see
+    /// [`RedLockBackend`](crate::backend::RedLockBackend)). Only the plain
+    /// lock and [`lock_all`](Locker::lock_all) run on it; the other kinds
+    /// are [`Unsupported`](LockError::Unsupported).
+    ///
+    /// A quorum of the masters must answer now; the others are tried again
+    /// on later requests.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let masters = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"];
+    /// let locker = lock_core::Locker::builder().redlock(&masters).await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn redlock(self, urls: &[&str]) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = RedLockBackend::connect(urls, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
     /// The Locker over a Redis backend just connected, once one round trip
     /// has checked the connection as a lock would use it.
     async fn checked(
-        connect: Result<RedisBackend, StoreError>,
+        connect: Result<impl Backend, StoreError>,
         config: Config,
     ) -> Result<Locker, LockError> {
         let failed = |err| LockError::from_store("*", Operation::Connect, err);

@@ -77,8 +77,9 @@
 //!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
 //! - [`backend`]: the store boundary ([`Backend`]) with
 //!   [`RedisBackend`](backend::RedisBackend) (one server, or the master
-//!   that Sentinel names, followed through failovers) and
-//!   [`MemoryBackend`](backend::MemoryBackend).
+//!   that Sentinel names, followed through failovers),
+//!   [`RedLockBackend`](backend::RedLockBackend) (a majority of independent
+//!   masters) and [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the head contends at the store.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].

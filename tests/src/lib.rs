@@ -25,4 +25,4 @@ pub use server::{
     LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lasting_keys,
     lock_commands_sent, send_signal, unread_bytes,
 };
-pub use store::{Counting, TestStore, assert_lost};
+pub use store::{Counting, TestStore, assert_lost, error_chain};

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, Claim, MemoryBackend, RedisBackend, ReleaseSignal, StoreFuture};
+use lock_core::backend::{
+    Attempt, Claim, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal, StoreFuture,
+};
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
 use crate::{RedisServer, SentinelSet};
@@ -21,6 +23,9 @@ pub enum TestStore {
     /// A master and a sentinel from the kit, the Lockers finding the master
     /// through the sentinel (`redis+sentinel://`).
     Sentinel(SentinelSet),
+    /// Independent redis-servers from the kit, the Lockers holding leases
+    /// on a majority of them (RedLock).
+    RedLock(Vec<RedisServer>),
 }
 
 impl TestStore {
@@ -47,12 +52,30 @@ impl TestStore {
         TestStore::Sentinel(SentinelSet::start(0, 1))
     }
 
-    /// The server, for Redis stores (inspected over plain TCP).
+    /// Three independent redis-servers for RedLock.
+    pub fn redlock() -> Self {
+        TestStore::RedLock((0..3).map(|_| RedisServer::start()).collect())
+    }
+
+    /// Whether the store keeps every kind of lock (RedLock keeps the plain
+    /// lock and the multi-lock over it only).
+    pub fn keeps_the_family(&self) -> bool {
+        !matches!(self, TestStore::RedLock(_))
+    }
+
+    /// The server, for Redis stores (inspected over plain TCP): the first
+    /// master of RedLock.
     pub fn server(&self) -> Option<&RedisServer> {
+        self.servers().first().copied()
+    }
+
+    /// Every server that holds leases (none for the memory store).
+    pub fn servers(&self) -> Vec<&RedisServer> {
         match self {
-            TestStore::Redis(server) | TestStore::RedisTls(server) => Some(server),
-            TestStore::Sentinel(set) => Some(set.first_master()),
-            TestStore::Memory(_) => None,
+            TestStore::Redis(server) | TestStore::RedisTls(server) => vec![server],
+            TestStore::Sentinel(set) => vec![set.first_master()],
+            TestStore::RedLock(masters) => masters.iter().collect(),
+            TestStore::Memory(_) => vec![],
         }
     }
 
@@ -89,6 +112,15 @@ impl TestStore {
                     .await
                     .expect("connect through the test sentinel"),
             ),
+            TestStore::RedLock(masters) => {
+                let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
+                let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+                Arc::new(
+                    RedLockBackend::connect(&urls, Duration::from_secs(2))
+                        .await
+                        .expect("connect to the RedLock masters"),
+                )
+            }
         };
         let counting = Counting::new(backend);
         let locker = builder
@@ -104,16 +136,19 @@ impl TestStore {
             TestStore::Memory(memory) => {
                 assert!(memory.evict(&keys), "no lease to evict");
             }
-            TestStore::Redis(_) | TestStore::RedisTls(_) | TestStore::Sentinel(_) => {
-                let server = self.server().expect("a Redis store");
-                let mut conn = server.connection().await;
+            _ => {
                 let kinds = [keys.fair(), keys.rw(), keys.permits(), keys.segments()];
-                let removed: u64 = redis::cmd("DEL")
-                    .arg(keys.lease())
-                    .arg(&kinds)
-                    .query_async(&mut conn)
-                    .await
-                    .expect("DEL");
+                let mut removed = 0;
+                for server in self.servers() {
+                    let mut conn = server.connection().await;
+                    let gone: u64 = redis::cmd("DEL")
+                        .arg(keys.lease())
+                        .arg(&kinds)
+                        .query_async(&mut conn)
+                        .await
+                        .expect("DEL");
+                    removed += gone;
+                }
                 assert!(removed >= 1, "no lease to delete");
             }
         }
@@ -252,4 +287,16 @@ pub fn assert_lost<T: std::fmt::Debug>(result: Result<T, LockError>) {
         Err(LockError::Lost { .. }) => {}
         other => panic!("expected LockError::Lost, got {other:?}"),
     }
+}
+
+/// `err` and each of its causes, joined by `: ` (as a log line would show
+/// the chain).
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut chain = err.to_string();
+    let mut cause = err.source();
+    while let Some(inner) = cause {
+        chain = format!("{chain}: {inner}");
+        cause = inner.source();
+    }
+    chain
 }

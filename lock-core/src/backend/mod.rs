@@ -26,10 +26,12 @@ use crate::store_error::StoreError;
 mod claim;
 pub mod memory;
 pub mod redis;
+mod redlock;
 
 pub use self::claim::{Attempt, Claim, Grant};
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisConnection};
+pub use self::redlock::RedLockBackend;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -10,41 +10,30 @@ mod macros;
 mod metrics;
 mod processes;
 mod redis_only;
+mod redlock;
 mod replicas;
 mod sentinel;
 
-/// Runs each conformance test against both backends.
+/// Runs each conformance test on every store, in a module per store; the
+/// tests of the lock family skip the stores that keep only the plain lock.
 macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod memory_backend {
+    (plain: [$($plain:ident),* $(,)?], family: [$($family:ident),* $(,)?] $(,)?) => {
+        on_stores!(memory_backend, memory, $($plain,)* $($family,)*);
+        on_stores!(redis_backend, redis, $($plain,)* $($family,)*);
+        on_stores!(redis_tls_backend, redis_tls, $($plain,)* $($family,)*);
+        on_stores!(redis_sentinel_backend, sentinel, $($plain,)* $($family,)*);
+        on_stores!(redlock_backend, redlock, $($plain,)*);
+    };
+}
+
+/// The tests `$name` on the store `TestStore::$store()`, in module `$module`.
+macro_rules! on_stores {
+    ($module:ident, $store:ident, $($name:ident),* $(,)?) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    crate::conformance::$name(lock_testkit::TestStore::memory()).await;
-                }
-            )*
-        }
-        mod redis_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    crate::conformance::$name(lock_testkit::TestStore::redis()).await;
-                }
-            )*
-        }
-        mod redis_tls_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    crate::conformance::$name(lock_testkit::TestStore::redis_tls()).await;
-                }
-            )*
-        }
-        mod redis_sentinel_backend {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    crate::conformance::$name(lock_testkit::TestStore::sentinel()).await;
+                    crate::conformance::$name(lock_testkit::TestStore::$store()).await;
                 }
             )*
         }
@@ -52,39 +41,43 @@ macro_rules! on_every_backend {
 }
 
 on_every_backend!(
-    exclusion_between_tasks_and_lockers,
-    tokens_strictly_increase,
-    watchdog_keeps_a_short_lease,
-    without_watchdog_the_lease_expires,
-    renewals_stop_on_release_and_drop,
-    loss_is_told_when_the_lease_is_taken,
-    waiters_wake_on_release,
-    wait_timeout_names_the_key,
-    a_vanished_holder_ends_at_its_ttl,
-    cancellation_leaves_no_lock,
-    bad_keys_are_refused_and_odd_keys_work,
-    reentrancy_is_task_scoped,
-    try_lock_does_not_wait,
-    max_hold_stops_renewal,
-    waiters_per_key_are_bounded,
-    the_local_deadline_ends_before_the_store_does,
-    a_starved_watchdog_sends_no_renewal_after_the_deadline,
-    waiting_does_not_poll_during_a_long_hold,
-    multi_lock_transfers_neither_deadlock_nor_lose_money,
-    multi_lock_takes_all_or_none,
-    multi_lock_tokens_and_scope,
-    multi_lock_loss_is_told,
-    multi_lock_cancelled_gives_back_what_it_took,
-    semaphore_admits_its_permits_and_no_more,
-    semaphore_bound_holds_under_contention,
-    semaphore_permits_disagree_vanish_and_renew,
-    semaphore_waiters_of_a_process_line_up,
-    semaphore_cancellation_leaves_no_permit,
-    striped_uses_every_segment_and_hands_on_the_freed_one,
-    fair_grants_in_arrival_order,
-    fair_queue_survives_cancelled_and_vanished_waiters,
-    readers_share_and_a_writer_excludes,
-    a_waiting_writer_is_not_starved,
-    rw_history_has_no_reader_beside_a_writer,
-    read_inside_write_is_reentrant_and_upgrade_is_refused,
+    plain: [
+        exclusion_between_tasks_and_lockers,
+        tokens_strictly_increase,
+        watchdog_keeps_a_short_lease,
+        without_watchdog_the_lease_expires,
+        renewals_stop_on_release_and_drop,
+        loss_is_told_when_the_lease_is_taken,
+        waiters_wake_on_release,
+        wait_timeout_names_the_key,
+        a_vanished_holder_ends_at_its_ttl,
+        cancellation_leaves_no_lock,
+        bad_keys_are_refused_and_odd_keys_work,
+        reentrancy_is_task_scoped,
+        try_lock_does_not_wait,
+        max_hold_stops_renewal,
+        waiters_per_key_are_bounded,
+        the_local_deadline_ends_before_the_store_does,
+        a_starved_watchdog_sends_no_renewal_after_the_deadline,
+        waiting_does_not_poll_during_a_long_hold,
+        multi_lock_transfers_neither_deadlock_nor_lose_money,
+        multi_lock_takes_all_or_none,
+        multi_lock_tokens_and_scope,
+        multi_lock_loss_is_told,
+        multi_lock_cancelled_gives_back_what_it_took,
+    ],
+    family: [
+        semaphore_admits_its_permits_and_no_more,
+        semaphore_bound_holds_under_contention,
+        semaphore_permits_disagree_vanish_and_renew,
+        semaphore_waiters_of_a_process_line_up,
+        semaphore_cancellation_leaves_no_permit,
+        striped_uses_every_segment_and_hands_on_the_freed_one,
+        fair_grants_in_arrival_order,
+        fair_queue_survives_cancelled_and_vanished_waiters,
+        readers_share_and_a_writer_excludes,
+        a_waiting_writer_is_not_starved,
+        rw_history_has_no_reader_beside_a_writer,
+        read_inside_write_is_reentrant_and_upgrade_is_refused,
+    ],
 );

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lock_core::{LockError, LockGuard, Locker};
-use lock_testkit::{MASTER_NAME, SentinelSet};
+use lock_testkit::{MASTER_NAME, SentinelSet, error_chain};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -180,12 +180,7 @@ async fn an_unknown_master_name_is_unavailable_at_connect() {
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::Unavailable { .. }), "{err:?}");
-    let mut chain = err.to_string();
-    let mut cause = std::error::Error::source(&err);
-    while let Some(inner) = cause {
-        chain = format!("{chain}: {inner}");
-        cause = inner.source();
-    }
+    let chain = error_chain(&err);
     assert!(chain.contains("names a master `no-such-master`"), "{chain}");
     assert!(started.elapsed() < Duration::from_millis(500) + SLACK);
 }

@@ -5,6 +5,7 @@ mod batch;
 mod connect;
 mod connection;
 mod pubsub;
+mod raise;
 mod replies;
 mod scripts;
 mod send;

@@ -73,3 +73,8 @@ pub(super) static RW_ACQUIRE_SCRIPT: LazyLock<Script> =
 /// Ends a read or write lease, or a writer's mark (`rw_release.lua`).
 pub(super) static RW_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/rw_release.lua")));
+
+/// Raises the token of a lease to the one a RedLock quorum agreed on
+/// (`raise.lua`).
+pub(super) static RAISE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/raise.lua")));

@@ -1,0 +1,332 @@
+//! [`RedLockBackend`]: one lock over N independent Redis masters, with
+//! fencing tokens that keep rising whatever the masters' clocks say.
+//!
+//! A lease is asked of every master at once, each request bounded well
+//! under the ttl (a tenth of it, at most the Locker's timeout), and granted
+//! when a majority (N/2 + 1) took it. The grant has two phases: the tokens
+//! of the quorum are read, and the lease's token is raised to their
+//! maximum plus one on the quorum before the guard gets it. Any two quorums
+//! share a master, and that master then mints every later token above it,
+//! so tokens strictly increase per key even when one master's clock runs
+//! ahead. (Taking the highest token of the quorum alone is not enough: a
+//! later quorum without the master whose clock ran ahead would mint lower
+//! ones.)
+//!
+//! The lease is valid for the ttl less the time the acquisition took and
+//! the drift: the guard's local deadline counts from before the first
+//! request. Renewals and the loss signal need the quorum too. A release
+//! goes to every master, also to those that timed out or answered that
+//! another owner held the lock. Without a quorum, the leases taken are
+//! given back at once; after a split vote (some masters granted it, too
+//! few) the next try waits a random delay, so that contenders do not meet
+//! again.
+//!
+//! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
+//! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::sync::OnceCell;
+
+use super::redis::once;
+use super::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
+use crate::keys::StoredKeys;
+use crate::store_error::{Refusal, StoreError};
+use crate::token::FencingToken;
+
+/// Fewer independent masters give no fault tolerance.
+const MIN_MASTERS: usize = 3;
+
+/// Bound on the random wait after a split vote.
+const SPLIT_VOTE_DELAY: Duration = Duration::from_millis(50);
+
+/// Leases held by a majority of independent Redis masters (see the module
+/// documentation).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), lock_core::LockError> {
+/// let masters = [
+///     "redis://10.0.0.1:6379",
+///     "redis://10.0.0.2:6379",
+///     "redis://10.0.0.3:6379",
+///     "redis://10.0.0.4:6379",
+///     "redis://10.0.0.5:6379",
+/// ];
+/// let locker = lock_core::Locker::builder().redlock(&masters).await?;
+/// let guard = locker.lock("order:42").await?;
+/// # guard.release().await
+/// # }
+/// ```
+pub struct RedLockBackend {
+    masters: Vec<Master>,
+    quorum: usize,
+    timeout: Duration,
+}
+
+/// One master: connected when first reachable, and kept (its connection
+/// heals on its own from then on).
+struct Master {
+    url: String,
+    backend: OnceCell<RedisBackend>,
+}
+
+impl Master {
+    async fn get(&self, timeout: Duration) -> Result<&RedisBackend, StoreError> {
+        let connect = || RedisBackend::connect(&self.url, timeout);
+        self.backend.get_or_try_init(connect).await
+    }
+}
+
+impl RedLockBackend {
+    /// Connects to the masters at `urls` (independent servers, not
+    /// replicas of each other), bounding connects and each request by
+    /// `timeout`. A master that cannot be reached now is tried again on
+    /// later requests, but a quorum must answer now.
+    ///
+    /// Fewer than 3 URLs, or one this build cannot connect to, is a
+    /// refusal naming it.
+    pub async fn connect(urls: &[&str], timeout: Duration) -> Result<Self, StoreError> {
+        if urls.len() < MIN_MASTERS {
+            let reason = format!(
+                "RedLock needs at least {MIN_MASTERS} independent masters, {} given",
+                urls.len()
+            );
+            return Err(StoreError::refused(Refusal::InvalidUrl, reason));
+        }
+        let masters: Vec<Master> = urls
+            .iter()
+            .map(|url| Master {
+                url: (*url).to_owned(),
+                backend: OnceCell::new(),
+            })
+            .collect();
+        let backend = RedLockBackend {
+            quorum: masters.len() / 2 + 1,
+            masters,
+            timeout,
+        };
+        let connected = join_all(backend.masters.iter().map(|m| m.get(timeout))).await;
+        let mut reached = 0;
+        let mut failure = None;
+        for (master, outcome) in backend.masters.iter().zip(connected) {
+            match outcome {
+                Ok(_) => reached += 1,
+                // What no retry fixes is an error now, naming the master.
+                Err(err) if err.refusal().is_some() => return Err(err),
+                Err(err) => {
+                    tracing::warn!(master = %master.url, error = %err, "RedLock master unreachable; trying again on later requests");
+                    failure = Some(err);
+                }
+            }
+        }
+        match failure {
+            Some(err) if reached < backend.quorum => Err(err),
+            _ => Ok(backend),
+        }
+    }
+
+    /// How many masters make a majority.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// The bound on one request to one master for a lease of `ttl`.
+    fn bound(&self, ttl: Duration) -> Duration {
+        (ttl / 10).min(self.timeout)
+    }
+
+    /// Whether `failures` leave fewer masters than a quorum.
+    fn too_many(&self, failures: usize) -> bool {
+        failures > self.masters.len() - self.quorum
+    }
+
+    /// `request` sent to every master at once, each bounded by `bound`.
+    async fn on_every_master<'a, T, F>(
+        &'a self,
+        bound: Duration,
+        request: F,
+    ) -> Vec<Result<T, StoreError>>
+    where
+        F: Fn(&'a RedisBackend) -> StoreFuture<'a, Result<T, StoreError>>,
+    {
+        join_all(self.masters.iter().map(|master| {
+            let request = &request;
+            async move {
+                let backend = master.get(bound).await?;
+                once(bound, request(backend)).await
+            }
+        }))
+        .await
+    }
+
+    /// The error of a request that fewer masters than a quorum answered.
+    fn no_quorum(&self, what: &str, failures: Vec<StoreError>) -> StoreError {
+        let unknown = failures.iter().any(StoreError::outcome_unknown);
+        let first = failures
+            .first()
+            .map_or_else(String::new, ToString::to_string);
+        let reason = format!(
+            "{what} reached {} of {} masters (a quorum is {}): {first}",
+            self.masters.len() - failures.len(),
+            self.masters.len(),
+            self.quorum
+        );
+        StoreError::new(reason, unknown)
+    }
+
+    /// Gives `owner`'s lease back on every master, whatever each answered
+    /// before; failures are left to the lease's expiry.
+    async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
+        let release = |backend: &'a RedisBackend| backend.release(keys, Claim::Exclusive, owner);
+        let _ = self.on_every_master(bound, release).await;
+    }
+}
+
+/// A random wait below [`SPLIT_VOTE_DELAY`].
+fn split_vote_delay() -> Duration {
+    let mut bytes = [0; 2];
+    let _ = getrandom::fill(&mut bytes);
+    let max = u64::try_from(SPLIT_VOTE_DELAY.as_micros()).unwrap_or(u64::MAX);
+    Duration::from_micros(u64::from(u16::from_le_bytes(bytes)) % max)
+}
+
+impl Backend for RedLockBackend {
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move {
+            let bound = self.bound(ttl);
+            let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
+            let answers = self.on_every_master(bound, acquire).await;
+            let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+            for (master, answer) in self.masters.iter().zip(answers) {
+                match answer {
+                    Ok(Attempt::Acquired(grant)) => granted.push((master, grant.token)),
+                    Ok(Attempt::Held { remaining }) => held.push(remaining),
+                    Ok(_) => held.push(None),
+                    Err(err) => failures.push(err),
+                }
+            }
+            if granted.len() >= self.quorum {
+                // Second phase: the quorum's highest token plus one, on the quorum.
+                let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
+                let token = FencingToken::new(top.saturating_add(1));
+                let raises = granted.iter().map(|(master, _)| async move {
+                    let backend = master.get(bound).await?;
+                    once(bound, backend.raise_token(keys, owner, token)).await
+                });
+                let raised = join_all(raises).await;
+                if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
+                    return Ok(Attempt::Acquired(Grant::new(token, ttl)));
+                }
+            }
+            // No quorum: what was taken goes back, everywhere.
+            self.give_back(keys, owner, bound).await;
+            if self.too_many(failures.len()) {
+                return Err(self.no_quorum("the acquire", failures));
+            }
+            if !granted.is_empty() {
+                // A split vote: try again after a random wait.
+                return Ok(Attempt::Held {
+                    remaining: Some(split_vote_delay()),
+                });
+            }
+            // Free once a quorum of the other owner's leases has run out.
+            let mut remaining: Vec<Duration> = held.iter().flatten().copied().collect();
+            remaining.sort();
+            Ok(Attempt::Held {
+                remaining: remaining.get(self.quorum.saturating_sub(1)).copied(),
+            })
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let renew = |backend: &'a RedisBackend| backend.renew(keys, claim, owner, ttl);
+            let answers = self.on_every_master(self.bound(ttl), renew).await;
+            self.quorum_says("the renewal", answers)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let release = |backend: &'a RedisBackend| backend.release(keys, claim, owner);
+            let answers = self.on_every_master(self.timeout, release).await;
+            self.quorum_says("the release", answers)
+        })
+    }
+
+    /// Releases are published on every master: the first master that
+    /// answers is listened to.
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        ticket: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            let mut failure = None;
+            for master in &self.masters {
+                let subscribed = match master.get(self.timeout).await {
+                    Ok(backend) => backend.subscribe(keys, claim, ticket).await,
+                    Err(err) => Err(err),
+                };
+                match subscribed {
+                    Ok(signal) => return Ok(signal),
+                    Err(err) => failure = Some(err),
+                }
+            }
+            Err(failure.unwrap_or_else(|| StoreError::permanent("no master")))
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "redlock over {} masters (quorum {})",
+            self.masters.len(),
+            self.quorum
+        )
+    }
+}
+
+impl RedLockBackend {
+    /// `true` when a quorum said yes, `false` when too many said no for a
+    /// quorum to, else an error (too many did not answer).
+    fn quorum_says(
+        &self,
+        what: &str,
+        answers: Vec<Result<bool, StoreError>>,
+    ) -> Result<bool, StoreError> {
+        let (mut yes, mut no, mut failures) = (0, 0, Vec::new());
+        for answer in answers {
+            match answer {
+                Ok(true) => yes += 1,
+                Ok(false) => no += 1,
+                Err(err) => failures.push(err),
+            }
+        }
+        if yes >= self.quorum {
+            Ok(true)
+        } else if self.too_many(no) {
+            Ok(false)
+        } else {
+            Err(self.no_quorum(what, failures))
+        }
+    }
+}
