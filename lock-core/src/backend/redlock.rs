@@ -24,10 +24,12 @@
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, watch};
+use tokio::task::AbortHandle;
 
 use super::redis::once;
 use super::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
@@ -39,7 +41,14 @@ use crate::token::FencingToken;
 const MIN_MASTERS: usize = 3;
 
 /// Bound on the random wait after a split vote.
-const SPLIT_VOTE_DELAY: Duration = Duration::from_millis(50);
+const SPLIT_VOTE_DELAY: Duration = Duration::from_millis(100);
+
+/// The least bound on one request to one master (a script call can take
+/// two round trips: EVALSHA, then EVAL on a server that lacks the script).
+const MIN_BOUND: Duration = Duration::from_millis(50);
+
+/// Bound on subscribing on one master (waiting goes on without it).
+const SUBSCRIBE_BOUND: Duration = Duration::from_millis(500);
 
 /// Leases held by a majority of independent Redis masters (see the module
 /// documentation).
@@ -72,8 +81,12 @@ struct Master {
 }
 
 impl Master {
+    /// The master's backend, connected within `timeout` if not yet.
     async fn get(&self, timeout: Duration) -> Result<&RedisBackend, StoreError> {
-        let connect = || RedisBackend::connect(&self.url, timeout);
+        let connect = || async {
+            let backend = RedisBackend::connect(&self.url, timeout).await?;
+            Ok::<_, StoreError>(backend.without_batching())
+        };
         self.backend.get_or_try_init(connect).await
     }
 }
@@ -133,7 +146,7 @@ impl RedLockBackend {
 
     /// The bound on one request to one master for a lease of `ttl`.
     fn bound(&self, ttl: Duration) -> Duration {
-        (ttl / 10).min(self.timeout)
+        (ttl / 10).max(MIN_BOUND).min(self.timeout)
     }
 
     /// Whether `failures` leave fewer masters than a quorum.
@@ -152,16 +165,22 @@ impl RedLockBackend {
     {
         join_all(self.masters.iter().map(|master| {
             let request = &request;
-            async move {
-                let backend = master.get(bound).await?;
-                once(bound, request(backend)).await
-            }
+            // Connecting a master that was down counts in the bound.
+            once(bound, async move {
+                let backend = master.get(self.timeout).await?;
+                request(backend).await
+            })
         }))
         .await
     }
 
-    /// The error of a request that fewer masters than a quorum answered.
+    /// The error of a request that fewer masters than a quorum answered:
+    /// a master's refusal of this client if there is one (no retry fixes
+    /// it), else a transient error.
     fn no_quorum(&self, what: &str, failures: Vec<StoreError>) -> StoreError {
+        if let Some(refused) = failures.iter().find(|f| f.refusal().is_some()) {
+            return refused.clone();
+        }
         let unknown = failures.iter().any(StoreError::outcome_unknown);
         let first = failures
             .first()
@@ -183,12 +202,14 @@ impl RedLockBackend {
     }
 }
 
-/// A random wait below [`SPLIT_VOTE_DELAY`].
-fn split_vote_delay() -> Duration {
-    let mut bytes = [0; 2];
-    let _ = getrandom::fill(&mut bytes);
-    let max = u64::try_from(SPLIT_VOTE_DELAY.as_micros()).unwrap_or(u64::MAX);
-    Duration::from_micros(u64::from(u16::from_le_bytes(bytes)) % max)
+/// A random wait below `bound` and [`SPLIT_VOTE_DELAY`].
+fn split_vote_delay(bound: Duration) -> Duration {
+    let mut bytes = [0; 4];
+    let share = match getrandom::fill(&mut bytes) {
+        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
+        Err(_) => 0.5,
+    };
+    bound.min(SPLIT_VOTE_DELAY).mul_f64(share)
 }
 
 impl Backend for RedLockBackend {
@@ -216,9 +237,11 @@ impl Backend for RedLockBackend {
                 // Second phase: the quorum's highest token plus one, on the quorum.
                 let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
                 let token = FencingToken::new(top.saturating_add(1));
-                let raises = granted.iter().map(|(master, _)| async move {
-                    let backend = master.get(bound).await?;
-                    once(bound, backend.raise_token(keys, owner, token)).await
+                let raises = granted.iter().map(|(master, _)| {
+                    once(bound, async move {
+                        let backend = master.get(self.timeout).await?;
+                        backend.raise_token(keys, owner, token).await
+                    })
                 });
                 let raised = join_all(raises).await;
                 if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
@@ -230,10 +253,12 @@ impl Backend for RedLockBackend {
             if self.too_many(failures.len()) {
                 return Err(self.no_quorum("the acquire", failures));
             }
-            if !granted.is_empty() {
-                // A split vote: try again after a random wait.
+            if !granted.is_empty() && held.len() < self.quorum {
+                // A split vote: contenders try again after random waits
+                // (here: the give-backs above wake every waiter at once).
+                tokio::time::sleep(split_vote_delay(bound)).await;
                 return Ok(Attempt::Held {
-                    remaining: Some(split_vote_delay()),
+                    remaining: Some(Duration::ZERO),
                 });
             }
             // Free once a quorum of the other owner's leases has run out.
@@ -272,8 +297,9 @@ impl Backend for RedLockBackend {
         })
     }
 
-    /// Releases are published on every master: the first master that
-    /// answers is listened to.
+    /// Releases are published on every master where a waiter found the
+    /// lease: every master that answers is listened to, and the first
+    /// release heard on any of them wakes the waiter.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
@@ -281,18 +307,25 @@ impl Backend for RedLockBackend {
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {
+            let subscriptions = join_all(self.masters.iter().map(|master| {
+                once(SUBSCRIBE_BOUND.min(self.timeout), async move {
+                    let backend = master.get(self.timeout).await?;
+                    backend.subscribe(keys, claim, ticket).await
+                })
+            }))
+            .await;
+            let mut signals = Vec::new();
             let mut failure = None;
-            for master in &self.masters {
-                let subscribed = match master.get(self.timeout).await {
-                    Ok(backend) => backend.subscribe(keys, claim, ticket).await,
-                    Err(err) => Err(err),
-                };
+            for subscribed in subscriptions {
                 match subscribed {
-                    Ok(signal) => return Ok(signal),
+                    Ok(signal) => signals.push(signal),
                     Err(err) => failure = Some(err),
                 }
             }
-            Err(failure.unwrap_or_else(|| StoreError::permanent("no master")))
+            match failure {
+                Some(err) if signals.is_empty() => Err(err),
+                _ => Ok(merged(signals)),
+            }
         })
     }
 
@@ -302,6 +335,37 @@ impl Backend for RedLockBackend {
             self.masters.len(),
             self.quorum
         )
+    }
+}
+
+/// One signal that fires when any of `signals` does, and closes once all
+/// have closed.
+fn merged(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
+    let (releases, heard) = watch::channel(0_u64);
+    let releases = Arc::new(releases);
+    let forwarders = signals
+        .into_iter()
+        .map(|mut signal| {
+            let releases = Arc::clone(&releases);
+            tokio::spawn(async move {
+                while signal.released().await {
+                    releases.send_modify(|n| *n = n.wrapping_add(1));
+                }
+            })
+            .abort_handle()
+        })
+        .collect();
+    ReleaseSignal::new(heard, Forwarders(forwarders))
+}
+
+/// Stops forwarding a merged signal's releases when it is dropped.
+struct Forwarders(Vec<AbortHandle>);
+
+impl Drop for Forwarders {
+    fn drop(&mut self) {
+        for forwarder in &self.0 {
+            forwarder.abort();
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lock_core::{LockError, Locker, LockerBuilder};
-use lock_testkit::{RedisServer, error_chain};
+use lock_testkit::{RedisServer, TestStore, error_chain};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -33,10 +33,9 @@ async fn redlock(masters: &[RedisServer], builder: LockerBuilder) -> Locker {
 /// as if its clock ran that far ahead (its token record, as acquire.lua
 /// keeps one).
 async fn clock_ahead(master: &RedisServer, key: &str, ahead: Duration) {
-    let mut conn = master.connection().await;
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    let token = secs * 1_000_000 + micros + ahead.as_micros() as u64;
+    let token = server_micros(master).await + ahead.as_micros() as u64;
     let record = format!("1|{token}");
+    let mut conn = master.connection().await;
     let _: () = conn
         .set_ex(
             format!("lock:{{{key}}}:fence"),
@@ -88,22 +87,31 @@ async fn a_majority_of_five_masters_is_enough_and_a_minority_is_not() {
 
 /// The two-phase grant: a quorum that includes a master whose clock runs
 /// far ahead gets that master's (high) token, raised on the whole quorum;
-/// a later quorum without that master still mints above it. (With the
-/// quorum's highest token alone, the later one would go back by the
-/// master's lead.)
+/// a later quorum without that master still mints above it, also when the
+/// first lease ran out unreleased. (With the quorum's highest token alone,
+/// the later one would go back by the master's lead.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_rise_across_quorums_when_a_master_clock_runs_ahead() {
     let mut masters = start(5);
     let locker = redlock(&masters, Locker::builder()).await;
-    clock_ahead(&masters[0], "k", Duration::from_secs(1000)).await;
+    let lead = Duration::from_secs(1000);
+    clock_ahead(&masters[0], "k", lead).await;
     // Quorum {0, 1, 2}: 3 and 4 frozen.
     masters[3].pause();
     masters[4].pause();
-    let first = locker.lock("k").await.unwrap();
+    let ttl = Duration::from_millis(600);
+    let first = locker.lock("k").ttl(ttl).watchdog(false).await.unwrap();
     let ahead = first.token();
-    first.release().await.unwrap();
+    let now = server_micros(&masters[1]).await;
+    assert!(
+        ahead.get() > now + 900_000_000,
+        "the token {ahead} did not come from the master ahead"
+    );
+    // Not released: only what the raise left on 1 and 2 can keep the line.
+    std::mem::forget(first);
     masters[3].resume();
     masters[4].resume();
+    tokio::time::sleep(ttl + SLACK).await;
     // Quorum {1, 2, 3, 4}: the master that ran ahead is gone.
     masters[0].kill();
     let next = locker.lock("k").await.unwrap();
@@ -113,6 +121,13 @@ async fn tokens_rise_across_quorums_when_a_master_clock_runs_ahead() {
         next.token()
     );
     next.release().await.unwrap();
+}
+
+/// A server's clock in microseconds (Redis `TIME`).
+async fn server_micros(master: &RedisServer) -> u64 {
+    let mut conn = master.connection().await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    secs * 1_000_000 + micros
 }
 
 /// A history under contention while masters freeze and thaw (never more
@@ -183,11 +198,10 @@ async fn history_has_one_holder_at_a_time_and_rising_tokens_across_clock_offsets
     }
 }
 
-/// A master restarted without persistence forgets the leases it held; the
-/// others still hold a majority, so nobody else gets the lock meanwhile,
-/// and the next token is higher. (Two masters forgetting at once would
-/// break exclusion: the README's rule is to keep a restarted master out
-/// for one ttl.)
+/// A master restarted without persistence forgets the leases it held; a
+/// holder on all three masters still has a majority, so nobody else gets
+/// the lock meanwhile. (A holder on a bare majority would not: the
+/// README's rule is to keep a restarted master out for one ttl.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_restarted_master_does_not_let_a_second_owner_in() {
     let mut masters = start(3);
@@ -231,4 +245,35 @@ async fn redlock_refuses_what_it_cannot_keep() {
     assert!(matches!(err, LockError::InvalidUrl { .. }), "{err:?}");
     let chain = error_chain(&err);
     assert!(chain.contains("at least 3 independent masters"), "{chain}");
+}
+
+/// A waiter hears a release on whichever masters the holder held: here not
+/// on the first master (frozen when the lock was taken), so a waiter
+/// listening there alone would sleep out the holder's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_hears_a_release_on_any_master() {
+    let store = TestStore::RedLock(start(3));
+    let ttl = Duration::from_secs(10);
+    let holder = store.locker().await;
+    let (waiter, counts) = store.locker_with(|l| l.ttl(ttl)).await;
+    let first = store.servers()[0];
+    first.pause();
+    let held = holder.lock("k").ttl(ttl).await.unwrap();
+    first.resume();
+    let asked = counts.acquires();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("k").wait(Duration::from_secs(30)).await;
+        (guard, Instant::now())
+    });
+    // Asked twice: once before subscribing, once after.
+    counts.acquires_reach(asked + 2).await;
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (guard, woken) = waiting.await.unwrap();
+    guard.unwrap().release().await.unwrap();
+    assert!(
+        woken - released < Duration::from_secs(2),
+        "woken {:?} after the release",
+        woken - released
+    );
 }

@@ -71,6 +71,14 @@ impl RedisBackend<RedisConnection> {
         ))
     }
 
+    /// The same backend sending each request in a call of its own: a
+    /// request given up on is then never followed by a give-back of its
+    /// own (RedLock gives back on every master itself, in order).
+    pub(crate) fn without_batching(mut self) -> Self {
+        self.batcher = None;
+        self
+    }
+
     /// The backend over `connection`, batching, with pub/sub and `WAIT`
     /// connections to `endpoint`.
     fn assemble(

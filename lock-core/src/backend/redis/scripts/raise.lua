@@ -18,12 +18,14 @@ end
 if not (string.byte(holder, n + 3) == 124 and string.sub(holder, 3, n + 2) == owner) then
   return 0
 end
+local token = tonumber(raised)
+-- Never lowered (a raise sent again after a later one).
+if token <= tonumber(string.match(holder, '^%d+', n + 4)) then return 1 end
 local mark = ''
 if string.byte(holder, -1) == 119 then mark = '|w' end
 redis.call('SET', lease, '1|' .. owner .. '|' .. raised .. mark, 'KEEPTTL')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = tonumber(raised)
 -- Ahead of this server's clock: kept, so that the next token passes it
 -- even if the lease runs out unreleased.
 if token >= now then
