@@ -216,6 +216,26 @@ impl LockerBuilder {
         Self::checked(connect, config).await
     }
 
+    /// A Locker on the Redis Cluster that the nodes at `nodes` (`redis://`
+    /// URLs; one reachable node is enough) belong to, as
+    /// `redis+cluster://host:port,host:port` does with
+    /// [`redis`](Self::redis). Every kind of lock runs on it (a lock's keys
+    /// share one slot); [`replicas`](Self::replicas) does not yet.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let nodes = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let locker = lock_core::Locker::builder().redis_cluster(&nodes).await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn redis_cluster(self, nodes: &[&str]) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = RedisBackend::connect_cluster(nodes, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
     /// A Locker on RedLock over the independent Redis masters at `urls`
     /// (at least 3; 5 is usual): a lease is held when a majority of them
     /// hold it, and tokens strictly increase per key even when the

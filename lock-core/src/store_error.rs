@@ -179,7 +179,7 @@ impl std::error::Error for StoreError {
 
 /// Error answers of Redis that a later try may not get: loading, a busy
 /// script, a failover or resharding under way, too few replicas.
-const TRANSIENT_ANSWERS: [&str; 7] = [
+const TRANSIENT_ANSWERS: [&str; 9] = [
     "LOADING",
     "BUSY",
     "TRYAGAIN",
@@ -187,6 +187,10 @@ const TRANSIENT_ANSWERS: [&str; 7] = [
     "CLUSTERDOWN",
     "READONLY",
     "NOREPLICAS",
+    // A slot on the move (the cluster client follows it, and may run out
+    // of redirections while a failover is under way).
+    "MOVED",
+    "ASK",
 ];
 
 impl From<redis::RedisError> for StoreError {
@@ -283,6 +287,8 @@ mod tests {
             "-TRYAGAIN Multiple keys request during rehashing of slot",
             "-CLUSTERDOWN The cluster is down",
             "-NOREPLICAS Not enough good replicas to write.",
+            "-MOVED 3999 127.0.0.1:6381",
+            "-ASK 3999 127.0.0.1:6381",
         ] {
             let err = answer(line);
             assert!(err.is_transient() && err.refusal().is_none(), "{line}");

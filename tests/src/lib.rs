@@ -9,6 +9,7 @@
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it.
 
+mod cluster;
 pub mod history;
 mod postgres;
 mod process;
@@ -17,6 +18,7 @@ mod sentinel;
 mod server;
 mod store;
 
+pub use cluster::ClusterSet;
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;

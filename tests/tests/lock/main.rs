@@ -2,6 +2,7 @@
 //! the same behavioural suite against the memory backend).
 
 mod access;
+mod cluster;
 mod conformance;
 mod fence;
 mod healing;
@@ -22,6 +23,7 @@ macro_rules! on_every_backend {
         on_stores!(redis_backend, redis, $($plain,)* $($family,)*);
         on_stores!(redis_tls_backend, redis_tls, $($plain,)* $($family,)*);
         on_stores!(redis_sentinel_backend, sentinel, $($plain,)* $($family,)*);
+        on_stores!(redis_cluster_backend, cluster, $($plain,)* $($family,)*);
         on_stores!(redlock_backend, redlock, $($plain,)*);
     };
 }

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::RedisBackend;
 use super::batch::Batcher;
-use super::connection::{Endpoint, RedisConnection};
+use super::connection::{Endpoint, Nodes, RedisConnection};
 use super::pubsub::Hub;
 use super::sentinel::{SentinelMaster, SentinelUrl};
 use super::wait::WaitConnections;
+use super::{RedisBackend, once};
 use crate::store_error::{Refusal, StoreError};
 
 impl RedisBackend<RedisConnection> {
@@ -43,6 +43,44 @@ impl RedisBackend<RedisConnection> {
             login: redis::RedisConnectionInfo::default(),
         };
         Self::follow_sentinels(&url, timeout).await
+    }
+
+    /// Connects to the Redis Cluster that the nodes at `nodes` (`redis://`
+    /// URLs; one reachable node is enough, the others are found) belong
+    /// to. Each request goes to the master of its key's slot (a lock's
+    /// keys share one slot), `MOVED` and `ASK` answers are followed, and a
+    /// failover or a slot that moves is followed when the cluster says so.
+    /// Requests are not batched (one call cannot span slots); waiters
+    /// listen on one node (a `PUBLISH` reaches every node), the next one
+    /// if it fails.
+    pub async fn connect_cluster(nodes: &[&str], timeout: Duration) -> Result<Self, StoreError> {
+        let clients = nodes
+            .iter()
+            .map(|url| open(url, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        if clients.is_empty() {
+            return Err(StoreError::refused(
+                Refusal::InvalidUrl,
+                "no cluster node given",
+            ));
+        }
+        let invalid = |err| StoreError::refused(Refusal::InvalidUrl, err);
+        let client = redis::cluster::ClusterClient::builder(nodes.to_vec())
+            .connection_timeout(timeout)
+            .build()
+            .map_err(invalid)?;
+        let connection = once(timeout, client.get_async_connection())
+            .await
+            .map_err(|err| err.unknown(false))?;
+        Ok(RedisBackend {
+            connection: RedisConnection::cluster(connection),
+            batcher: None,
+            waits: None,
+            hub: Some(Hub::new(Endpoint::Nodes(Nodes::new(clients)), timeout)),
+            timeout,
+            description: format!("redis cluster (through {})", nodes.join(", ")),
+            cluster: true,
+        })
     }
 
     async fn follow_sentinels(url: &SentinelUrl, timeout: Duration) -> Result<Self, StoreError> {
@@ -94,6 +132,7 @@ impl RedisBackend<RedisConnection> {
             hub: Some(Hub::new(endpoint, timeout)),
             timeout,
             description,
+            cluster: false,
         }
     }
 
@@ -114,6 +153,15 @@ impl RedisBackend<RedisConnection> {
         timeout: Duration,
         roots: Option<&[u8]>,
     ) -> Result<Self, StoreError> {
+        if let Some(nodes) = cluster_nodes(url)? {
+            if roots.is_some() {
+                let refusal = Refusal::UnsupportedScheme("redis+cluster".to_owned());
+                let reason = "TLS to a cluster is not supported yet: leave out the TLS roots";
+                return Err(StoreError::refused(refusal, reason));
+            }
+            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+            return Self::connect_cluster(&nodes, timeout).await;
+        }
         if is_sentinel(url) {
             if roots.is_some() {
                 let refusal = Refusal::UnsupportedScheme("redis+sentinel".to_owned());
@@ -185,6 +233,7 @@ const SCHEMES: &[&str] = &[
     "valkey+unix",
     "unix",
     "redis+sentinel",
+    "redis+cluster",
 ];
 
 /// URL schemes this build connects with (TLS ones included).
@@ -198,10 +247,63 @@ const SCHEMES: &[&str] = &[
     "rediss",
     "valkeys",
     "redis+sentinel",
+    "redis+cluster",
 ];
 
 /// Whether `url` names a master through its sentinels.
 fn is_sentinel(url: &str) -> bool {
     url.split_once("://")
         .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("redis+sentinel"))
+}
+
+/// The nodes of a `redis+cluster://[user:password@]host:port[,host:port...]`
+/// URL, as `redis://` URLs (`None` for another scheme).
+fn cluster_nodes(url: &str) -> Result<Option<Vec<String>>, StoreError> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(None);
+    };
+    if !scheme.eq_ignore_ascii_case("redis+cluster") {
+        return Ok(None);
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() || authority.contains(['?', '#']) {
+        let reason = "a cluster URL names nodes only: redis+cluster://[user:password@]host:port[,host:port...]";
+        return Err(StoreError::refused(Refusal::InvalidUrl, reason));
+    }
+    let (login, hosts) = match authority.rsplit_once('@') {
+        Some((login, hosts)) => (format!("{login}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .filter(|host| !host.is_empty())
+        .map(|host| format!("redis://{login}{host}"))
+        .collect();
+    if nodes.is_empty() {
+        let reason = "no node in redis+cluster://host:port[,host:port...]";
+        return Err(StoreError::refused(Refusal::InvalidUrl, reason));
+    }
+    Ok(Some(nodes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_name_their_nodes() {
+        let nodes = cluster_nodes("redis+cluster://u:p@a:1,b:2")
+            .unwrap()
+            .unwrap();
+        assert_eq!(nodes, ["redis://u:p@a:1", "redis://u:p@b:2"]);
+        assert!(cluster_nodes("redis://a:1").unwrap().is_none());
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://a:1/0",
+            "redis+cluster://a:1?x=1",
+        ] {
+            let err = cluster_nodes(bad).unwrap_err();
+            assert_eq!(err.refusal(), Some(&Refusal::InvalidUrl), "{bad}");
+        }
+    }
 }

@@ -3,8 +3,10 @@
 //! `WAIT` open.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::sentinel::{SentinelConnection, SentinelMaster};
@@ -12,8 +14,9 @@ use crate::store_error::StoreError;
 
 /// The command connection of a backend made by
 /// [`RedisBackend::connect`](super::RedisBackend::connect): to one server
-/// (reconnecting on its own), or to whichever server the sentinels name
-/// master.
+/// (reconnecting on its own), to whichever server the sentinels name
+/// master, or to a Redis Cluster (each request to the master of its key's
+/// slot, `MOVED` and `ASK` followed).
 #[derive(Clone)]
 pub struct RedisConnection(Route);
 
@@ -21,6 +24,7 @@ pub struct RedisConnection(Route);
 enum Route {
     Server(ConnectionManager),
     Sentinel(SentinelConnection),
+    Cluster(ClusterConnection),
 }
 
 impl RedisConnection {
@@ -31,6 +35,10 @@ impl RedisConnection {
     pub(super) fn sentinel(master: Arc<SentinelMaster>) -> Self {
         RedisConnection(Route::Sentinel(SentinelConnection::new(master)))
     }
+
+    pub(super) fn cluster(connection: ClusterConnection) -> Self {
+        RedisConnection(Route::Cluster(connection))
+    }
 }
 
 impl ConnectionLike for RedisConnection {
@@ -38,6 +46,7 @@ impl ConnectionLike for RedisConnection {
         match &mut self.0 {
             Route::Server(connection) => connection.req_packed_command(cmd),
             Route::Sentinel(connection) => connection.req_packed_command(cmd),
+            Route::Cluster(connection) => connection.req_packed_command(cmd),
         }
     }
 
@@ -50,6 +59,7 @@ impl ConnectionLike for RedisConnection {
         match &mut self.0 {
             Route::Server(c) => c.req_packed_commands(pipeline, offset, count),
             Route::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
+            Route::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -57,6 +67,7 @@ impl ConnectionLike for RedisConnection {
         match &self.0 {
             Route::Server(connection) => connection.get_db(),
             Route::Sentinel(connection) => connection.get_db(),
+            Route::Cluster(connection) => connection.get_db(),
         }
     }
 }
@@ -66,6 +77,24 @@ impl ConnectionLike for RedisConnection {
 pub(super) enum Endpoint {
     Server(Box<redis::Client>),
     Sentinel(Arc<SentinelMaster>),
+    /// Any node of a cluster (a plain `PUBLISH` reaches every node): the
+    /// next one after a failure.
+    Nodes(Arc<Nodes>),
+}
+
+/// The nodes of a cluster, and the one in use (a counter: `in_use % len`).
+pub(super) struct Nodes {
+    clients: Vec<redis::Client>,
+    in_use: AtomicU64,
+}
+
+impl Nodes {
+    pub(super) fn new(clients: Vec<redis::Client>) -> Arc<Self> {
+        Arc::new(Nodes {
+            clients,
+            in_use: AtomicU64::new(0),
+        })
+    }
 }
 
 impl Endpoint {
@@ -79,13 +108,18 @@ impl Endpoint {
                 let current = master.current().await?;
                 Ok((current.client, current.generation))
             }
+            Endpoint::Nodes(nodes) => {
+                let in_use = nodes.in_use.load(Ordering::Relaxed);
+                let at = usize::try_from(in_use).unwrap_or(0) % nodes.clients.len();
+                Ok((nodes.clients[at].clone(), in_use))
+            }
         }
     }
 
     /// Whether a connection made at `generation` still goes to the master.
     pub(super) fn is_current(&self, generation: u64) -> bool {
         match self {
-            Endpoint::Server(_) => true,
+            Endpoint::Server(_) | Endpoint::Nodes(_) => true,
             Endpoint::Sentinel(master) => master.generation() == generation,
         }
     }
@@ -94,7 +128,7 @@ impl Endpoint {
     /// master may have moved.
     pub(super) fn moves(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         match self {
-            Endpoint::Server(_) => None,
+            Endpoint::Server(_) | Endpoint::Nodes(_) => None,
             Endpoint::Sentinel(master) => Some(master.forgotten()),
         }
     }
@@ -102,8 +136,18 @@ impl Endpoint {
     /// Tells the endpoint that connecting to the master of `generation`
     /// failed with `err`: the sentinels are asked again if it is gone.
     pub(super) fn failed(&self, generation: u64, err: &redis::RedisError) {
-        if let Endpoint::Sentinel(master) = self {
-            master.failed(generation, err);
+        match self {
+            Endpoint::Sentinel(master) => master.failed(generation, err),
+            Endpoint::Nodes(nodes) => {
+                let next = generation.wrapping_add(1);
+                let _ = nodes.in_use.compare_exchange(
+                    generation,
+                    next,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            Endpoint::Server(_) => {}
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct RedisBackend<C = RedisConnection> {
     waits: Option<WaitConnections>,
     timeout: Duration,
     description: String,
+    /// A cluster connection: `WAIT` has no slot to go to (yet).
+    cluster: bool,
 }
 
 impl<C> RedisBackend<C>
@@ -80,6 +82,7 @@ where
             waits: None,
             timeout,
             description: "redis".to_owned(),
+            cluster: false,
         }
     }
 

@@ -87,6 +87,11 @@ where
         wanted: usize,
         within: Duration,
     ) -> Result<usize, StoreError> {
+        if self.cluster {
+            return Err(StoreError::permanent(
+                "replica confirmation (`replicas`) is not supported on Redis Cluster yet",
+            ));
+        }
         let mut wait = redis::cmd("WAIT");
         wait.arg(wanted).arg(millis(within));
         // WAIT is sent once, bounded on top of the request timeout: on a

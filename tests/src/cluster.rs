@@ -1,0 +1,208 @@
+//! [`ClusterSet`]: a Redis Cluster of 3 masters and 3 replicas, on free
+//! loopback ports and owned by a test.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::{RedisServer, ServerOptions};
+
+/// Bound on the kit's waits for the cluster (to form, to fail over).
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// A Redis Cluster: every node is killed when the set is dropped, also
+/// when a test panics.
+pub struct ClusterSet {
+    nodes: Vec<RedisServer>,
+}
+
+impl ClusterSet {
+    /// Starts 6 nodes and joins them (`redis-cli --cluster create`, one
+    /// replica per master), then waits until every node says the cluster is
+    /// ok (blocking: it is made before a test's first await).
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| ServerOptions::default().cluster().start())
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let status = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("run redis-cli --cluster create");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        let set = ClusterSet { nodes };
+        let deadline = std::time::Instant::now() + SETTLE;
+        for node in &set.nodes {
+            let mut conn = node.client().get_connection().expect("connect to a node");
+            while !cluster_ok(&mut conn) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the cluster did not form within {SETTLE:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        set
+    }
+
+    /// `redis+cluster://127.0.0.1:<port>,...` over every node.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// Every node's `redis://` URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Every node.
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// Waits until every node reports `cluster_state:ok` and knows its
+    /// role (polled: the cluster bus has no event the kit can follow).
+    pub async fn settled(&self) {
+        let deadline = Instant::now() + SETTLE;
+        for node in &self.nodes {
+            let mut conn = node.connection().await;
+            loop {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("CLUSTER INFO");
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the cluster did not form within {SETTLE:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// The master that serves `key` (the stored key, hash tag included).
+    pub async fn master_of(&self, key: &str) -> &RedisServer {
+        let port = self.master_port_of(key).await;
+        self.node(port)
+    }
+
+    async fn master_port_of(&self, key: &str) -> u16 {
+        let mut conn = self.nodes[0].connection().await;
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .expect("CLUSTER KEYSLOT");
+        // [[start, end, [ip, port, id], replicas...], ...]
+        let ranges: Vec<(u16, u16, (String, u16))> = {
+            let raw: Vec<redis::Value> = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut conn)
+                .await
+                .expect("CLUSTER SLOTS");
+            raw.into_iter()
+                .map(|range| {
+                    let redis::Value::Array(parts) = range else {
+                        panic!("CLUSTER SLOTS: {range:?}");
+                    };
+                    let start = redis::from_redis_value(parts[0].clone()).expect("start");
+                    let end = redis::from_redis_value(parts[1].clone()).expect("end");
+                    let redis::Value::Array(master) = parts[2].clone() else {
+                        panic!("CLUSTER SLOTS master: {:?}", parts[2]);
+                    };
+                    let ip = redis::from_redis_value(master[0].clone()).expect("ip");
+                    let port = redis::from_redis_value(master[1].clone()).expect("port");
+                    (start, end, (ip, port))
+                })
+                .collect()
+        };
+        let found = ranges
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot));
+        found
+            .map(|(_, _, (_, port))| *port)
+            .expect("a master for the slot")
+    }
+
+    /// The node listening on `port`.
+    pub fn node(&self, port: u16) -> &RedisServer {
+        let found = self.nodes.iter().find(|n| n.port() == port);
+        found.unwrap_or_else(|| panic!("no node of the cluster on port {port}"))
+    }
+
+    /// Has a replica of the master serving `key` take over
+    /// (`CLUSTER FAILOVER`, which waits for it to catch up), and returns
+    /// the new master's port once every node routes the slot there.
+    pub async fn fail_over(&self, key: &str) -> u16 {
+        let old = self.master_port_of(key).await;
+        let mut master = self.node(old).connection().await;
+        let id: String = redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query_async(&mut master)
+            .await
+            .expect("CLUSTER MYID");
+        // A replica is known once it has attached (polled, as above).
+        let deadline = Instant::now() + SETTLE;
+        let line = loop {
+            let replicas: Vec<String> = redis::cmd("CLUSTER")
+                .arg("REPLICAS")
+                .arg(&id)
+                .query_async(&mut master)
+                .await
+                .expect("CLUSTER REPLICAS");
+            if let Some(line) = replicas.into_iter().find(|l| l.contains("connected")) {
+                break line;
+            }
+            assert!(Instant::now() < deadline, "the master has no replica");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // `<id> <ip>:<port>@<bus-port> ...`
+        let address = line.split(' ').nth(1).expect("an address").to_owned();
+        let port: u16 = address
+            .split(['@', ':'])
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .expect("a port");
+        let mut replica = self.node(port).connection().await;
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query_async(&mut replica)
+            .await
+            .expect("CLUSTER FAILOVER");
+        let deadline = Instant::now() + SETTLE;
+        while self.master_port_of(key).await != port {
+            assert!(Instant::now() < deadline, "no failover within {SETTLE:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.settled().await;
+        port
+    }
+}
+
+/// Whether the node behind `conn` says the cluster is ok.
+fn cluster_ok(conn: &mut redis::Connection) -> bool {
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(conn)
+        .expect("CLUSTER INFO");
+    info.contains("cluster_state:ok")
+}

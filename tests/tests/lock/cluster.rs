@@ -1,0 +1,113 @@
+//! Redis Cluster (3 masters, 3 replicas): locks spread over every master,
+//! and a held lock, its waiter and its token line live through a failover
+//! of the master that serves it.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use lock_core::{LockError, Locker};
+use lock_testkit::ClusterSet;
+use tokio::time::Instant;
+
+use crate::conformance::SLACK;
+
+/// Locks on many keys land on all three masters, each held once, and
+/// leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_spread_over_every_master() {
+    let cluster = ClusterSet::start();
+    let locker = Locker::redis(&cluster.url()).await.unwrap();
+    let other = Locker::redis(&cluster.url()).await.unwrap();
+    let mut held = Vec::new();
+    let mut masters = HashSet::new();
+    for i in 0..30 {
+        let key = format!("order:{i}");
+        let lease = locker.stored_keys(&key).unwrap().lease().to_owned();
+        masters.insert(cluster.master_of(&lease).await.port());
+        held.push(locker.lock(&key).await.unwrap());
+        assert!(
+            other.try_lock(&key).await.unwrap().is_none(),
+            "{key}: two owners"
+        );
+    }
+    assert_eq!(masters.len(), 3, "the keys did not spread over the masters");
+    for guard in held {
+        guard.release().await.unwrap();
+    }
+    for node in cluster.nodes() {
+        let mut conn = node.connection().await;
+        let left = lock_testkit::lasting_keys(&mut conn).await;
+        assert!(left.is_empty(), "left on {}: {left:?}", node.url());
+    }
+}
+
+/// `CLUSTER FAILOVER` of the master that serves a held lock: the lock is
+/// still held a ttl later (renewals follow the slot to the promoted
+/// replica), a waiter is woken by its release and gets a higher token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_of_the_slot_master_keeps_the_lock_and_its_token_line() {
+    let cluster = ClusterSet::start();
+    // Longer than the writes a manual failover may hold up (5 s at most).
+    let ttl = Duration::from_secs(8);
+    let urls = cluster.urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locker = Locker::builder()
+        .ttl(ttl)
+        .redis_cluster(&urls)
+        .await
+        .unwrap();
+    let waiter = Locker::redis(&cluster.url()).await.unwrap();
+    let held = locker.lock("order:42").await.unwrap();
+    let before = held.token();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("order:42").wait(Duration::from_secs(60)).await;
+        (guard, Instant::now())
+    });
+    let lease = locker.stored_keys("order:42").unwrap().lease().to_owned();
+    let old = cluster.master_of(&lease).await.port();
+    let new = cluster.fail_over(&lease).await;
+    assert_ne!(new, old);
+    tokio::time::sleep(ttl + SLACK).await;
+    if !held.is_held() {
+        let why = tokio::time::timeout(Duration::from_millis(100), held.lost()).await;
+        panic!("the lock was lost in the failover (old {old}, new {new}): {why:?}");
+    }
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (guard, woken) = waiting.await.unwrap();
+    let guard = guard.unwrap_or_else(|err| {
+        let chain = lock_testkit::error_chain(&err);
+        panic!("the waiter did not get the lock after the failover: {chain}")
+    });
+    assert!(
+        woken - released < ttl,
+        "the waiter was not woken: {:?}",
+        woken - released
+    );
+    assert!(
+        guard.token() > before,
+        "the token went back in the failover"
+    );
+    guard.release().await.unwrap();
+}
+
+/// `replicas(..)` is refused on a cluster (its `WAIT` has no slot to go
+/// to yet), with an error that says so, and leaves no lock behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_confirmation_is_refused_on_a_cluster() {
+    let cluster = ClusterSet::start();
+    let locker = Locker::builder()
+        .replicas(1, Duration::from_millis(500))
+        .redis(&cluster.url())
+        .await
+        .unwrap();
+    let err = locker.lock("k").await.unwrap_err();
+    let chain = lock_testkit::error_chain(&err);
+    assert!(chain.contains("not supported on Redis Cluster"), "{chain}");
+    assert!(!matches!(err, LockError::ReplicasNotConfirmed { .. }));
+    let other = Locker::redis(&cluster.url()).await.unwrap();
+    assert!(
+        other.try_lock("k").await.unwrap().is_some(),
+        "a lock was left"
+    );
+}
