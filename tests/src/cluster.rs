@@ -149,6 +149,80 @@ impl ClusterSet {
         found.unwrap_or_else(|| panic!("no node of the cluster on port {port}"))
     }
 
+    /// Moves the slot of `key` to another master while the cluster runs:
+    /// `IMPORTING` on the target, `MIGRATING` on the source, `MIGRATE` of
+    /// every key of the slot, then `SETSLOT ... NODE` on every master.
+    /// `between` runs once the slot is half-moved (both marks set, keys
+    /// not yet moved). Returns the new master's port.
+    pub async fn migrate_slot<F: std::future::Future<Output = ()>>(
+        &self,
+        key: &str,
+        between: F,
+    ) -> u16 {
+        let from = self.master_port_of(key).await;
+        let masters = self.master_ports().await;
+        let to = *masters
+            .iter()
+            .find(|&&p| p != from)
+            .expect("another master");
+        let mut source = self.node(from).connection().await;
+        let mut target = self.node(to).connection().await;
+        let slot: u16 = cluster_cmd(&mut source, &["KEYSLOT", key]).await;
+        let source_id: String = cluster_cmd(&mut source, &["MYID"]).await;
+        let target_id: String = cluster_cmd(&mut target, &["MYID"]).await;
+        let slot = slot.to_string();
+        let _: () = cluster_cmd(&mut target, &["SETSLOT", &slot, "IMPORTING", &source_id]).await;
+        let _: () = cluster_cmd(&mut source, &["SETSLOT", &slot, "MIGRATING", &target_id]).await;
+        between.await;
+        loop {
+            let keys: Vec<String> =
+                cluster_cmd(&mut source, &["GETKEYSINSLOT", &slot, "100"]).await;
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query_async(&mut source)
+                .await
+                .expect("MIGRATE");
+        }
+        for port in masters {
+            let mut conn = self.node(port).connection().await;
+            let _: () = cluster_cmd(&mut conn, &["SETSLOT", &slot, "NODE", &target_id]).await;
+        }
+        let deadline = Instant::now() + SETTLE;
+        while self.master_port_of(key).await != to {
+            assert!(
+                Instant::now() < deadline,
+                "the slot did not move within {SETTLE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        to
+    }
+
+    /// The ports of the masters.
+    async fn master_ports(&self) -> Vec<u16> {
+        let mut ports = Vec::new();
+        for node in &self.nodes {
+            let mut conn = node.connection().await;
+            let role: Vec<redis::Value> = redis::cmd("ROLE")
+                .query_async(&mut conn)
+                .await
+                .expect("ROLE");
+            if matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master") {
+                ports.push(node.port());
+            }
+        }
+        ports
+    }
+
     /// Has a replica of the master serving `key` take over
     /// (`CLUSTER FAILOVER`, which waits for it to catch up), and returns
     /// the new master's port once every node routes the slot there.
@@ -205,4 +279,16 @@ fn cluster_ok(conn: &mut redis::Connection) -> bool {
         .query(conn)
         .expect("CLUSTER INFO");
     info.contains("cluster_state:ok")
+}
+
+/// `CLUSTER <args...>` on `conn`.
+async fn cluster_cmd<T: redis::FromRedisValue>(
+    conn: &mut redis::aio::MultiplexedConnection,
+    args: &[&str],
+) -> T {
+    redis::cmd("CLUSTER")
+        .arg(args)
+        .query_async(conn)
+        .await
+        .unwrap_or_else(|err| panic!("CLUSTER {args:?}: {err}"))
 }

@@ -91,6 +91,72 @@ async fn a_failover_of_the_slot_master_keeps_the_lock_and_its_token_line() {
     guard.release().await.unwrap();
 }
 
+/// The slot of a held lock moves to another master while a waiter waits:
+/// half-moved, no second owner gets in (a try is refused or answered
+/// TRYAGAIN until the keys move); once moved, the lock is still held
+/// a ttl later (renewals follow the slot), the waiter is woken by the
+/// release and gets a higher token, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_moving_under_a_held_lock_keeps_it_and_its_waiter() {
+    let cluster = ClusterSet::start();
+    let ttl = Duration::from_secs(3);
+    let locker = Locker::builder()
+        .ttl(ttl)
+        .redis(&cluster.url())
+        .await
+        .unwrap();
+    // Half-moved, a lock's scripts are answered TRYAGAIN (a lease key on
+    // the source, its token record not) until its keys have moved: a short
+    // timeout ends a try then.
+    let other = Locker::builder()
+        .timeout(Duration::from_millis(300))
+        .redis(&cluster.url())
+        .await
+        .unwrap();
+    let waiter = Locker::redis(&cluster.url()).await.unwrap();
+    let held = locker.lock("order:7").await.unwrap();
+    let before = held.token();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("order:7").wait(Duration::from_secs(60)).await;
+        (guard, Instant::now())
+    });
+    let lease = locker.stored_keys("order:7").unwrap().lease().to_owned();
+    let old = cluster.master_of(&lease).await.port();
+    let half_moved = async {
+        match other.try_lock("order:7").await {
+            Ok(None) | Err(LockError::Unavailable { .. }) => {}
+            Ok(Some(_)) => panic!("a second owner while the slot moved"),
+            Err(err) => panic!("{err}"),
+        }
+    };
+    let new = cluster.migrate_slot(&lease, half_moved).await;
+    assert_ne!(new, old);
+    assert!(
+        other.try_lock("order:7").await.unwrap().is_none(),
+        "a second owner after the slot moved"
+    );
+    tokio::time::sleep(ttl + SLACK).await;
+    assert!(held.is_held(), "the lock was lost when its slot moved");
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (guard, woken) = waiting.await.unwrap();
+    let guard = guard.unwrap_or_else(|err| {
+        let chain = lock_testkit::error_chain(&err);
+        panic!("the waiter did not get the lock after the move: {chain}")
+    });
+    assert!(woken - released < ttl, "the waiter was not woken");
+    assert!(
+        guard.token() > before,
+        "the token went back when the slot moved"
+    );
+    guard.release().await.unwrap();
+    for node in cluster.nodes() {
+        let mut conn = node.connection().await;
+        let left = lock_testkit::lasting_keys(&mut conn).await;
+        assert!(left.is_empty(), "left on {}: {left:?}", node.url());
+    }
+}
+
 /// `replicas(..)` is refused on a cluster (its `WAIT` has no slot to go
 /// to yet), with an error that says so, and leaves no lock behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
