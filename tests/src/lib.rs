@@ -24,7 +24,7 @@ pub use process::Process;
 pub use proxy::DelayProxy;
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use server::{
-    LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, command_calls, lasting_keys,
-    lock_commands_sent, send_signal, unread_bytes,
+    LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, assert_nothing_left, command_calls,
+    lasting_keys, lock_commands_sent, send_signal, unread_bytes,
 };
 pub use store::{Counting, TestStore, assert_lost, error_chain};

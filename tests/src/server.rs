@@ -523,6 +523,16 @@ pub async fn lock_commands_sent(conn: &mut redis::aio::MultiplexedConnection) ->
     sent
 }
 
+/// Asserts that none of `servers` keeps a lasting key ([`lasting_keys`]),
+/// naming the server and the keys left.
+pub async fn assert_nothing_left<'a>(servers: impl IntoIterator<Item = &'a RedisServer>) {
+    for server in servers {
+        let mut conn = server.connection().await;
+        let left = lasting_keys(&mut conn).await;
+        assert!(left.is_empty(), "left behind on {}: {left:?}", server.url());
+    }
+}
+
 /// Every key of the server except token records about to lapse (`:fence`
 /// with at most a second to live): a lock of any kind other than the plain
 /// one records its token until the clock passes it, so one may outlive its

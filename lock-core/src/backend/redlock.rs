@@ -24,6 +24,7 @@
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,18 +155,19 @@ impl RedLockBackend {
         failures > self.masters.len() - self.quorum
     }
 
-    /// `request` sent to every master at once, each bounded by `bound`.
-    async fn on_every_master<'a, T, F>(
+    /// `request` sent to each of `masters` at once, each bounded by `bound`
+    /// (connecting a master that was down counts in the bound).
+    async fn on_masters<'a, T, Fut>(
         &'a self,
+        masters: impl IntoIterator<Item = &'a Master>,
         bound: Duration,
-        request: F,
+        request: impl Fn(&'a RedisBackend) -> Fut,
     ) -> Vec<Result<T, StoreError>>
     where
-        F: Fn(&'a RedisBackend) -> StoreFuture<'a, Result<T, StoreError>>,
+        Fut: Future<Output = Result<T, StoreError>>,
     {
-        join_all(self.masters.iter().map(|master| {
-            let request = &request;
-            // Connecting a master that was down counts in the bound.
+        let request = &request;
+        join_all(masters.into_iter().map(|master| {
             once(bound, async move {
                 let backend = master.get(self.timeout).await?;
                 request(backend).await
@@ -198,7 +200,7 @@ impl RedLockBackend {
     /// before; failures are left to the lease's expiry.
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
         let release = |backend: &'a RedisBackend| backend.release(keys, Claim::Exclusive, owner);
-        let _ = self.on_every_master(bound, release).await;
+        let _ = self.on_masters(&self.masters, bound, release).await;
     }
 }
 
@@ -223,7 +225,7 @@ impl Backend for RedLockBackend {
         StoreFuture::new(async move {
             let bound = self.bound(ttl);
             let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
-            let answers = self.on_every_master(bound, acquire).await;
+            let answers = self.on_masters(&self.masters, bound, acquire).await;
             let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
             for (master, answer) in self.masters.iter().zip(answers) {
                 match answer {
@@ -237,13 +239,9 @@ impl Backend for RedLockBackend {
                 // Second phase: the quorum's highest token plus one, on the quorum.
                 let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
                 let token = FencingToken::new(top.saturating_add(1));
-                let raises = granted.iter().map(|(master, _)| {
-                    once(bound, async move {
-                        let backend = master.get(self.timeout).await?;
-                        backend.raise_token(keys, owner, token).await
-                    })
-                });
-                let raised = join_all(raises).await;
+                let quorum = granted.iter().map(|(master, _)| *master);
+                let raise = |backend: &'a RedisBackend| backend.raise_token(keys, owner, token);
+                let raised = self.on_masters(quorum, bound, raise).await;
                 if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
                     return Ok(Attempt::Acquired(Grant::new(token, ttl)));
                 }
@@ -279,7 +277,7 @@ impl Backend for RedLockBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             let renew = |backend: &'a RedisBackend| backend.renew(keys, claim, owner, ttl);
-            let answers = self.on_every_master(self.bound(ttl), renew).await;
+            let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
             self.quorum_says("the renewal", answers)
         })
     }
@@ -292,7 +290,7 @@ impl Backend for RedLockBackend {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             let release = |backend: &'a RedisBackend| backend.release(keys, claim, owner);
-            let answers = self.on_every_master(self.timeout, release).await;
+            let answers = self.on_masters(&self.masters, self.timeout, release).await;
             self.quorum_says("the release", answers)
         })
     }
@@ -307,13 +305,9 @@ impl Backend for RedLockBackend {
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {
-            let subscriptions = join_all(self.masters.iter().map(|master| {
-                once(SUBSCRIBE_BOUND.min(self.timeout), async move {
-                    let backend = master.get(self.timeout).await?;
-                    backend.subscribe(keys, claim, ticket).await
-                })
-            }))
-            .await;
+            let bound = SUBSCRIBE_BOUND.min(self.timeout);
+            let subscribe = |backend: &'a RedisBackend| backend.subscribe(keys, claim, ticket);
+            let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
             let mut signals = Vec::new();
             let mut failure = None;
             for subscribed in subscriptions {

@@ -34,11 +34,7 @@ async fn locks_spread_over_every_master() {
     for guard in held {
         guard.release().await.unwrap();
     }
-    for node in cluster.nodes() {
-        let mut conn = node.connection().await;
-        let left = lock_testkit::lasting_keys(&mut conn).await;
-        assert!(left.is_empty(), "left on {}: {left:?}", node.url());
-    }
+    lock_testkit::assert_nothing_left(cluster.nodes()).await;
 }
 
 /// `CLUSTER FAILOVER` of the master that serves a held lock: the lock is
@@ -150,11 +146,7 @@ async fn a_slot_moving_under_a_held_lock_keeps_it_and_its_waiter() {
         "the token went back when the slot moved"
     );
     guard.release().await.unwrap();
-    for node in cluster.nodes() {
-        let mut conn = node.connection().await;
-        let left = lock_testkit::lasting_keys(&mut conn).await;
-        assert!(left.is_empty(), "left on {}: {left:?}", node.url());
-    }
+    lock_testkit::assert_nothing_left(cluster.nodes()).await;
 }
 
 /// `replicas(..)` is refused on a cluster (its `WAIT` has no slot to go

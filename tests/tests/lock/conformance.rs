@@ -455,11 +455,7 @@ pub(crate) async fn nothing_left_after(
 
 /// No stored key is left (on a store with a server to ask).
 pub(crate) async fn store_is_empty(store: &TestStore) {
-    for server in store.servers() {
-        let mut conn = server.connection().await;
-        let left = lock_testkit::lasting_keys(&mut conn).await;
-        assert!(left.is_empty(), "left behind on {}: {left:?}", server.url());
-    }
+    lock_testkit::assert_nothing_left(store.servers()).await;
 }
 
 pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {
