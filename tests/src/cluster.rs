@@ -223,12 +223,15 @@ impl ClusterSet {
         ports
     }
 
-    /// Has a replica of the master serving `key` take over
-    /// (`CLUSTER FAILOVER`, which waits for it to catch up), and returns
-    /// the new master's port once every node routes the slot there.
-    pub async fn fail_over(&self, key: &str) -> u16 {
-        let old = self.master_port_of(key).await;
-        let mut master = self.node(old).connection().await;
+    /// A replica of the master serving `key`, once it has attached and
+    /// caught up.
+    pub async fn replica_of(&self, key: &str) -> &RedisServer {
+        let port = self.replica_port_of(key).await;
+        self.node(port)
+    }
+
+    async fn replica_port_of(&self, key: &str) -> u16 {
+        let mut master = self.master_of(key).await.connection().await;
         let id: String = redis::cmd("CLUSTER")
             .arg("MYID")
             .query_async(&mut master)
@@ -249,13 +252,29 @@ impl ClusterSet {
             assert!(Instant::now() < deadline, "the master has no replica");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        // Caught up: `WAIT` on a connection that wrote nothing returns
+        // once a replica is online.
+        let synced: usize = redis::cmd("WAIT")
+            .arg(1)
+            .arg(SETTLE.as_millis() as u64)
+            .query_async(&mut master)
+            .await
+            .expect("WAIT");
+        assert_eq!(synced, 1, "the replica did not sync within {SETTLE:?}");
         // `<id> <ip>:<port>@<bus-port> ...`
         let address = line.split(' ').nth(1).expect("an address").to_owned();
-        let port: u16 = address
+        address
             .split(['@', ':'])
             .nth(1)
             .and_then(|p| p.parse().ok())
-            .expect("a port");
+            .expect("a port")
+    }
+
+    /// Has a replica of the master serving `key` take over
+    /// (`CLUSTER FAILOVER`, which waits for it to catch up), and returns
+    /// the new master's port once every node routes the slot there.
+    pub async fn fail_over(&self, key: &str) -> u16 {
+        let port = self.replica_port_of(key).await;
         let mut replica = self.node(port).connection().await;
         let _: () = redis::cmd("CLUSTER")
             .arg("FAILOVER")

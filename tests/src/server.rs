@@ -505,12 +505,14 @@ pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command
 
 /// Commands a lock client sends itself; the ones its scripts run inside
 /// Redis are counted separately by `INFO commandstats`.
-pub const LOCK_CLIENT_COMMANDS: [&str; 6] = [
+pub const LOCK_CLIENT_COMMANDS: [&str; 8] = [
     "evalsha",
     "eval",
     "script",
     "subscribe",
     "unsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
     "wait",
 ];
 

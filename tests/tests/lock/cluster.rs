@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use lock_core::{LockError, Locker};
-use lock_testkit::ClusterSet;
+use lock_testkit::{ClusterSet, RedisServer};
 use tokio::time::Instant;
 
 use crate::conformance::SLACK;
@@ -127,6 +127,10 @@ async fn a_slot_moving_under_a_held_lock_keeps_it_and_its_waiter() {
     };
     let new = cluster.migrate_slot(&lease, half_moved).await;
     assert_ne!(new, old);
+    // The old node let the channel go with the slot: the waiter listens
+    // on the new one.
+    let channel = locker.stored_keys("order:7").unwrap().channel().to_owned();
+    shard_subscribers_reach(cluster.node(new), &channel, 1).await;
     assert!(
         other.try_lock("order:7").await.unwrap().is_none(),
         "a second owner after the slot moved"
@@ -149,23 +153,120 @@ async fn a_slot_moving_under_a_held_lock_keeps_it_and_its_waiter() {
     lock_testkit::assert_nothing_left(cluster.nodes()).await;
 }
 
-/// `replicas(..)` is refused on a cluster (its `WAIT` has no slot to go
-/// to yet), with an error that says so, and leaves no lock behind.
+/// A waiter listens on the shard channel of its lock, on the node of the
+/// lock's slot alone (`SSUBSCRIBE`, no plain subscription anywhere), and
+/// the release (`SPUBLISH` there) wakes it long before the holder's ttl
+/// would have.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replica_confirmation_is_refused_on_a_cluster() {
+async fn waiters_are_woken_through_the_shard_channel() {
     let cluster = ClusterSet::start();
+    let ttl = Duration::from_secs(30);
     let locker = Locker::builder()
-        .replicas(1, Duration::from_millis(500))
+        .ttl(ttl)
         .redis(&cluster.url())
         .await
         .unwrap();
-    let err = locker.lock("k").await.unwrap_err();
-    let chain = lock_testkit::error_chain(&err);
-    assert!(chain.contains("not supported on Redis Cluster"), "{chain}");
-    assert!(!matches!(err, LockError::ReplicasNotConfirmed { .. }));
-    let other = Locker::redis(&cluster.url()).await.unwrap();
+    let waiter = Locker::redis(&cluster.url()).await.unwrap();
+    let held = locker.lock("order:42").await.unwrap();
+    let keys = locker.stored_keys("order:42").unwrap();
+    let master = cluster.master_of(keys.lease()).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock("order:42").wait(Duration::from_secs(60)).await;
+        (guard, Instant::now())
+    });
+    shard_subscribers_reach(master, keys.channel(), 1).await;
+    for node in cluster.nodes() {
+        let mut conn = node.connection().await;
+        let plain: (String, usize) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(keys.channel())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(plain.1, 0, "a plain subscription on {}", node.port());
+    }
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let (guard, woken) = waiting.await.unwrap();
+    let guard = guard.unwrap();
     assert!(
-        other.try_lock("k").await.unwrap().is_some(),
-        "a lock was left"
+        woken - released < Duration::from_secs(5),
+        "the waiter was not woken by the release: {:?}",
+        woken - released
     );
+    let mut conn = master.connection().await;
+    assert_eq!(lock_testkit::command_calls(&mut conn, "spublish").await, 1);
+    for node in cluster.nodes() {
+        let mut conn = node.connection().await;
+        let published = lock_testkit::command_calls(&mut conn, "publish").await;
+        assert_eq!(published, 0, "a plain PUBLISH on {}", node.port());
+    }
+    guard.release().await.unwrap();
+}
+
+/// Waits until `node` counts `wanted` shard subscribers of `channel`
+/// (polled: a subscription made in another task has no event a test can
+/// follow).
+async fn shard_subscribers_reach(node: &RedisServer, channel: &str, wanted: usize) {
+    let mut conn = node.connection().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, count): (String, usize) = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if count == wanted {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{channel} has {count} shard subscribers on {}, not {wanted}",
+            node.port()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `replicas(1, ..)` on a cluster: `WAIT` goes to the master of the
+/// lock's slot and counts its replica. A lock is granted once that
+/// replica has it; with the replica frozen it is refused at the bound
+/// and its lease given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_confirmation_reaches_the_master_of_the_slot() {
+    let cluster = ClusterSet::start();
+    let within = Duration::from_millis(500);
+    let locker = Locker::builder()
+        .replicas(1, within)
+        .redis(&cluster.url())
+        .await
+        .unwrap();
+    let mut masters = HashSet::new();
+    for i in 0..12 {
+        let key = format!("order:{i}");
+        let lease = locker.stored_keys(&key).unwrap().lease().to_owned();
+        masters.insert(cluster.master_of(&lease).await.port());
+        cluster.replica_of(&lease).await;
+        let guard = locker.lock(&key).await.unwrap_or_else(|err| {
+            let chain = lock_testkit::error_chain(&err);
+            panic!("{key} was not confirmed: {chain}")
+        });
+        guard.release().await.unwrap();
+    }
+    assert_eq!(masters.len(), 3, "the keys did not spread over the masters");
+    let lease = locker.stored_keys("frozen").unwrap().lease().to_owned();
+    let replica = cluster.replica_of(&lease).await;
+    replica.pause();
+    let started = Instant::now();
+    let err = locker.lock("frozen").await.unwrap_err();
+    let waited = started.elapsed();
+    replica.resume();
+    assert!(
+        matches!(err, LockError::ReplicasNotConfirmed { confirmed: 0, .. }),
+        "{}",
+        lock_testkit::error_chain(&err)
+    );
+    assert!(waited >= within, "gave up after {waited:?}");
+    lock_testkit::assert_nothing_left(cluster.nodes()).await;
 }

@@ -21,7 +21,7 @@ use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
 
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-use super::{Sent, lock_invocation, within};
+use super::{Publish, Sent, lock_invocation, within};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -37,8 +37,8 @@ pub(super) enum Operation {
     Acquire(u64),
     /// Extend the lease to this many milliseconds from now.
     Renew(u64),
-    /// Release the lease and publish on its channel if someone waits.
-    Release,
+    /// Release the lease and publish on its channel (so) if someone waits.
+    Release(Publish),
 }
 
 impl Operation {
@@ -52,7 +52,11 @@ impl Operation {
         match self {
             Operation::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
             Operation::Renew(ttl_ms) => lock_invocation(&RENEW_SCRIPT, keys, owner, ttl_ms),
-            Operation::Release => lock_invocation(&RELEASE_SCRIPT, keys, owner, keys.channel()),
+            Operation::Release(publish) => {
+                let mut call = lock_invocation(&RELEASE_SCRIPT, keys, owner, keys.channel());
+                call.arg(publish.command());
+                call
+            }
         }
     }
 }
@@ -153,7 +157,7 @@ where
     fn give_back(&self, keys: StoredKeys, owner: Box<str>) {
         let (reply, _) = oneshot::channel();
         self.state().queued.push(Queued {
-            operation: Operation::Release,
+            operation: Operation::Release(Publish::Plain),
             keys,
             owner,
             reply,
@@ -243,7 +247,7 @@ fn invocation(batch: &[Queued]) -> redis::ScriptInvocation<'static> {
         match queued.operation {
             Operation::Acquire(ttl_ms) => invocation.arg("a").arg(&*queued.owner).arg(ttl_ms),
             Operation::Renew(ttl_ms) => invocation.arg("n").arg(&*queued.owner).arg(ttl_ms),
-            Operation::Release => invocation
+            Operation::Release(_) => invocation
                 .arg("r")
                 .arg(&*queued.owner)
                 .arg(queued.keys.channel()),

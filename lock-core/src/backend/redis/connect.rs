@@ -7,11 +7,12 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::batch::Batcher;
-use super::connection::{Endpoint, Nodes, RedisConnection};
+use super::connection::{Endpoint, RedisConnection};
 use super::pubsub::Hub;
 use super::sentinel::{SentinelMaster, SentinelUrl};
-use super::wait::WaitConnections;
-use super::{RedisBackend, once};
+use super::slots::SlotMasters;
+use super::wait::{Masters, WaitConnections};
+use super::{Publish, RedisBackend, once};
 use crate::store_error::{Refusal, StoreError};
 
 impl RedisBackend<RedisConnection> {
@@ -50,20 +51,20 @@ impl RedisBackend<RedisConnection> {
     /// to. Each request goes to the master of its key's slot (a lock's
     /// keys share one slot), `MOVED` and `ASK` answers are followed, and a
     /// failover or a slot that moves is followed when the cluster says so.
-    /// Requests are not batched (one call cannot span slots); waiters
-    /// listen on one node (a `PUBLISH` reaches every node), the next one
-    /// if it fails.
+    /// Requests are not batched (one call cannot span slots). Releases are
+    /// published with `SPUBLISH` and waiters listen with `SSUBSCRIBE` on
+    /// the node of the lock's slot (Redis 7 or newer); `WAIT` goes to the
+    /// slot's master on a connection of its own.
     pub async fn connect_cluster(nodes: &[&str], timeout: Duration) -> Result<Self, StoreError> {
-        let clients = nodes
-            .iter()
-            .map(|url| open(url, None))
-            .collect::<Result<Vec<_>, _>>()?;
-        if clients.is_empty() {
+        for url in nodes {
+            open(url, None)?;
+        }
+        let Some(first) = nodes.first() else {
             return Err(StoreError::refused(
                 Refusal::InvalidUrl,
                 "no cluster node given",
             ));
-        }
+        };
         let invalid = |err| StoreError::refused(Refusal::InvalidUrl, err);
         let client = redis::cluster::ClusterClient::builder(nodes.to_vec())
             .connection_timeout(timeout)
@@ -72,14 +73,16 @@ impl RedisBackend<RedisConnection> {
         let connection = once(timeout, client.get_async_connection())
             .await
             .map_err(|err| err.unknown(false))?;
+        let nodes: Vec<String> = nodes.iter().map(|node| node.to_string()).collect();
+        let slots = SlotMasters::new(connection.clone(), first, timeout)?;
         Ok(RedisBackend {
             connection: RedisConnection::cluster(connection),
             batcher: None,
-            waits: None,
-            hub: Some(Hub::new(Endpoint::Nodes(Nodes::new(clients)), timeout)),
+            waits: Some(WaitConnections::new(Masters::Slots(Box::new(slots)))),
+            hub: Some(Hub::shard(&nodes, timeout)?),
             timeout,
             description: format!("redis cluster (through {})", nodes.join(", ")),
-            cluster: true,
+            publish: Publish::Sharded,
         })
     }
 
@@ -128,11 +131,11 @@ impl RedisBackend<RedisConnection> {
         RedisBackend {
             batcher: Some(Batcher::new(connection.clone(), timeout)),
             connection,
-            waits: Some(WaitConnections::new(endpoint.clone())),
-            hub: Some(Hub::new(endpoint, timeout)),
+            waits: Some(WaitConnections::new(Masters::Endpoint(endpoint.clone()))),
+            hub: Some(Hub::plain(endpoint, timeout)),
             timeout,
             description,
-            cluster: false,
+            publish: Publish::Plain,
         }
     }
 

@@ -3,7 +3,6 @@
 //! `WAIT` open.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
@@ -72,29 +71,12 @@ impl ConnectionLike for RedisConnection {
     }
 }
 
-/// The server that connections of their own (pub/sub, `WAIT`) go to.
+/// The server that connections of their own (pub/sub, `WAIT`) go to,
+/// outside a cluster.
 #[derive(Clone)]
 pub(super) enum Endpoint {
     Server(Box<redis::Client>),
     Sentinel(Arc<SentinelMaster>),
-    /// Any node of a cluster (a plain `PUBLISH` reaches every node): the
-    /// next one after a failure.
-    Nodes(Arc<Nodes>),
-}
-
-/// The nodes of a cluster, and the one in use (a counter: `in_use % len`).
-pub(super) struct Nodes {
-    clients: Vec<redis::Client>,
-    in_use: AtomicU64,
-}
-
-impl Nodes {
-    pub(super) fn new(clients: Vec<redis::Client>) -> Arc<Self> {
-        Arc::new(Nodes {
-            clients,
-            in_use: AtomicU64::new(0),
-        })
-    }
 }
 
 impl Endpoint {
@@ -108,18 +90,13 @@ impl Endpoint {
                 let current = master.current().await?;
                 Ok((current.client, current.generation))
             }
-            Endpoint::Nodes(nodes) => {
-                let in_use = nodes.in_use.load(Ordering::Relaxed);
-                let at = usize::try_from(in_use).unwrap_or(0) % nodes.clients.len();
-                Ok((nodes.clients[at].clone(), in_use))
-            }
         }
     }
 
     /// Whether a connection made at `generation` still goes to the master.
     pub(super) fn is_current(&self, generation: u64) -> bool {
         match self {
-            Endpoint::Server(_) | Endpoint::Nodes(_) => true,
+            Endpoint::Server(_) => true,
             Endpoint::Sentinel(master) => master.generation() == generation,
         }
     }
@@ -128,7 +105,7 @@ impl Endpoint {
     /// master may have moved.
     pub(super) fn moves(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         match self {
-            Endpoint::Server(_) | Endpoint::Nodes(_) => None,
+            Endpoint::Server(_) => None,
             Endpoint::Sentinel(master) => Some(master.forgotten()),
         }
     }
@@ -138,15 +115,6 @@ impl Endpoint {
     pub(super) fn failed(&self, generation: u64, err: &redis::RedisError) {
         match self {
             Endpoint::Sentinel(master) => master.failed(generation, err),
-            Endpoint::Nodes(nodes) => {
-                let next = generation.wrapping_add(1);
-                let _ = nodes.in_use.compare_exchange(
-                    generation,
-                    next,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-            }
             Endpoint::Server(_) => {}
         }
     }

@@ -10,6 +10,7 @@ mod replies;
 mod scripts;
 mod send;
 mod sentinel;
+mod slots;
 mod wait;
 
 use std::future::Future;
@@ -38,13 +39,18 @@ use crate::store_error::StoreError;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Leases in Redis: one server, the master a set of sentinels names
-/// ([`connect_sentinel`](Self::connect_sentinel), `redis+sentinel://`), or
-/// any connection that implements redis-rs' async `ConnectionLike`.
+/// ([`connect_sentinel`](Self::connect_sentinel), `redis+sentinel://`), a
+/// Redis Cluster ([`connect_cluster`](Self::connect_cluster),
+/// `redis+cluster://`), or any connection that implements redis-rs' async
+/// `ConnectionLike`.
 ///
 /// Commands go over one multiplexed connection ([`RedisConnection`]: it
-/// reconnects on its own, and under Sentinel moves to the new master on a
-/// failover); release notifications over one shared pub/sub connection. Every request is bounded by the timeout: a request that runs
-/// out of it may have been applied, and the error says so.
+/// reconnects on its own, under Sentinel moves to the new master on a
+/// failover, and in a cluster reaches the master of each key's slot);
+/// release notifications over one shared pub/sub connection (shard
+/// subscriptions in a cluster). Every request is bounded by the timeout: a
+/// request that runs out of it may have been applied, and the error says
+/// so.
 ///
 /// On a connection made by [`connect`](Self::connect), acquires and releases
 /// that arrive while another call is on its way go together in the next
@@ -59,8 +65,26 @@ pub struct RedisBackend<C = RedisConnection> {
     waits: Option<WaitConnections>,
     timeout: Duration,
     description: String,
-    /// A cluster connection: `WAIT` has no slot to go to (yet).
-    cluster: bool,
+    /// How releases are published.
+    publish: Publish,
+}
+
+/// How releases are published: `PUBLISH`, or `SPUBLISH` in a cluster,
+/// where a plain message would go to every node and the channel's slot
+/// node alone needs it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    Plain,
+    Sharded,
+}
+
+impl Publish {
+    fn command(self) -> &'static str {
+        match self {
+            Publish::Plain => "PUBLISH",
+            Publish::Sharded => "SPUBLISH",
+        }
+    }
 }
 
 impl<C> RedisBackend<C>
@@ -78,11 +102,11 @@ where
         RedisBackend {
             connection,
             batcher: None,
-            hub: pubsub.map(|client| Hub::new(Endpoint::Server(Box::new(client)), timeout)),
+            hub: pubsub.map(|client| Hub::plain(Endpoint::Server(Box::new(client)), timeout)),
             waits: None,
             timeout,
             description: "redis".to_owned(),
-            cluster: false,
+            publish: Publish::Plain,
         }
     }
 
@@ -258,10 +282,14 @@ where
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             let sent = match claim {
-                Claim::Exclusive => self.lock_operation(Operation::Release, keys, owner).await?,
+                Claim::Exclusive => {
+                    let release = Operation::Release(self.publish);
+                    self.lock_operation(release, keys, owner).await?
+                }
                 Claim::Permit { .. } | Claim::Segment { .. } => {
                     let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
+                    call.arg(self.publish.command());
                     self.script(&call).await?
                 }
                 other => {
@@ -271,6 +299,7 @@ where
                     };
                     let mut call = script.key(entries(keys, other));
                     call.arg(owner).arg(keys.channel());
+                    call.arg(self.publish.command());
                     self.script(&call).await?
                 }
             };

@@ -1,13 +1,14 @@
-//! Replica acknowledgement (`WAIT`) on connections of its own.
+//! Replica acknowledgement (`WAIT`) on connections of their own.
 //!
 //! `WAIT` holds the connection it is sent on until the replicas answer or
 //! its bound passes; on the Locker's shared multiplexed connection it would
 //! hold up every other lock's acquire, renewal and release for that long
 //! (a held lock could then miss its renewals). So each confirmation takes
-//! a connection of its own from a small pool. `WAIT` counts the writes of
-//! its own connection, so the confirmation first renews the lease there:
-//! that write follows the acquire, and a replica that has it has the
-//! acquire too.
+//! a connection of its own from a small pool, to the lock's master (in a
+//! cluster, the master of its slot). `WAIT` counts the writes of its own
+//! connection, so the confirmation first renews the lease there: that
+//! write follows the acquire, and a replica that has it has the acquire
+//! too.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 
 use super::connection::Endpoint;
+use super::slots::SlotMasters;
 use super::{RedisBackend, millis, once, renew_invocation};
 use crate::backend::Claim;
 use crate::keys::StoredKeys;
@@ -27,47 +29,106 @@ const KEEP_IDLE: usize = 64;
 
 /// Connections for `WAIT`, apart from the shared one.
 pub(super) struct WaitConnections {
-    endpoint: Endpoint,
-    /// With the generation of the master each went to.
-    idle: Mutex<Vec<(u64, MultiplexedConnection)>>,
+    masters: Masters,
+    idle: Mutex<Vec<(Master, MultiplexedConnection)>>,
+}
+
+/// Where a lock's master is found.
+pub(super) enum Masters {
+    /// One server, or the master the sentinels name.
+    Endpoint(Endpoint),
+    /// The master of the lock's slot in a cluster (boxed: a cluster
+    /// connection is large).
+    Slots(Box<SlotMasters>),
+}
+
+/// The master a connection goes to.
+#[derive(Clone, PartialEq, Eq)]
+enum Master {
+    /// The generation of the endpoint's master (see [`Endpoint`]).
+    Generation(u64),
+    /// A cluster node's address.
+    Node(String),
 }
 
 impl WaitConnections {
-    pub(super) fn new(endpoint: Endpoint) -> Self {
+    pub(super) fn new(masters: Masters) -> Self {
         WaitConnections {
-            endpoint,
+            masters,
             idle: Mutex::default(),
         }
     }
 
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(u64, MultiplexedConnection)>> {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(Master, MultiplexedConnection)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An idle connection to the master, or a new one within `timeout`.
-    async fn take(&self, timeout: Duration) -> Result<(u64, MultiplexedConnection), StoreError> {
+    /// An idle connection to the master of `key`, or a new one within
+    /// `timeout`.
+    async fn take(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<(Master, MultiplexedConnection), StoreError> {
+        let node = match &self.masters {
+            Masters::Endpoint(_) => None,
+            Masters::Slots(slots) => Some(Master::Node(slots.locate(key).await?)),
+        };
+        self.take_at(node, timeout).await
+    }
+
+    /// An idle connection to `node` (the endpoint's master if `None`), or a
+    /// new one within `timeout`.
+    async fn take_at(
+        &self,
+        node: Option<Master>,
+        timeout: Duration,
+    ) -> Result<(Master, MultiplexedConnection), StoreError> {
         {
             let mut idle = self.idle();
-            // Those to a former master go (after a failover).
-            idle.retain(|(master, _)| self.endpoint.is_current(*master));
-            if let Some(connection) = idle.pop() {
-                return Ok(connection);
+            if let Masters::Endpoint(endpoint) = &self.masters {
+                // Those to a former master go (after a failover).
+                idle.retain(|(master, _)| match master {
+                    Master::Generation(generation) => endpoint.is_current(*generation),
+                    Master::Node(_) => false,
+                });
+            }
+            let at = idle
+                .iter()
+                .rposition(|(master, _)| node.as_ref().is_none_or(|node| node == master));
+            if let Some(at) = at {
+                return Ok(idle.swap_remove(at));
             }
         }
         // No response bound here: each request below has its own.
         let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         let connect = async {
-            let (client, master) = self.endpoint.client().await?;
+            let (client, master) = match (&self.masters, node) {
+                (Masters::Slots(slots), Some(Master::Node(address))) => {
+                    (slots.client(&address)?, Master::Node(address))
+                }
+                (Masters::Endpoint(endpoint), _) => {
+                    let (client, generation) = endpoint.client().await?;
+                    (client, Master::Generation(generation))
+                }
+                (Masters::Slots(_), _) => unreachable!("a cluster's master is a node"),
+            };
             let connection = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
-                .inspect_err(|err| self.endpoint.failed(master, err))?;
+                .inspect_err(|err| {
+                    if let (Masters::Endpoint(endpoint), Master::Generation(generation)) =
+                        (&self.masters, &master)
+                    {
+                        endpoint.failed(*generation, err);
+                    }
+                })?;
             Ok::<_, StoreError>((master, connection))
         };
         once(timeout, connect).await
     }
 
-    fn put_back(&self, connection: (u64, MultiplexedConnection)) {
+    fn put_back(&self, connection: (Master, MultiplexedConnection)) {
         let mut idle = self.idle();
         if idle.len() < KEEP_IDLE {
             idle.push(connection);
@@ -87,17 +148,12 @@ where
         wanted: usize,
         within: Duration,
     ) -> Result<usize, StoreError> {
-        if self.cluster {
-            return Err(StoreError::permanent(
-                "replica confirmation (`replicas`) is not supported on Redis Cluster yet",
-            ));
-        }
         let mut wait = redis::cmd("WAIT");
         wait.arg(wanted).arg(millis(within));
         // WAIT is sent once, bounded on top of the request timeout: on a
         // fresh connection it would confirm writes it never saw.
         let Some(connections) = &self.waits else {
-            // A connection given by the caller (a cluster's): the shared one.
+            // A connection given by the caller: the shared one.
             let mut shared = self.connection.clone();
             return once(
                 self.timeout + within,
@@ -105,12 +161,32 @@ where
             )
             .await;
         };
-        let (master, mut connection) = connections.take(self.timeout).await?;
+        let (mut master, mut connection) = connections.take(keys.lease(), self.timeout).await?;
         let renewal = renew_invocation(keys, claim, owner, ttl);
-        let renewed: i64 = once(self.timeout, renewal.invoke_async(&mut connection)).await?;
+        let renewed = match renew_on(&mut connection, &renewal, self.timeout).await? {
+            // The slot moved since it was located: once more, where it went.
+            Err(err) if err.redirect_node().is_some() => {
+                let address = err.redirect_node().map(|(address, _)| address.to_owned());
+                let node = address.map(Master::Node);
+                (master, connection) = connections.take_at(node, self.timeout).await?;
+                renew_on(&mut connection, &renewal, self.timeout).await??
+            }
+            renewed => renewed?,
+        };
         let confirmed = once(self.timeout + within, wait.query_async(&mut connection)).await?;
         connections.put_back((master, connection));
         // Renewed nothing: the lease is gone, and there is nothing to confirm.
         Ok(if renewed == 1 { confirmed } else { 0 })
     }
+}
+
+/// Sends `renewal` on `connection`, within `timeout` (the outer error).
+async fn renew_on(
+    connection: &mut MultiplexedConnection,
+    renewal: &redis::ScriptInvocation<'_>,
+    timeout: Duration,
+) -> Result<redis::RedisResult<i64>, StoreError> {
+    tokio::time::timeout(timeout, renewal.invoke_async(connection))
+        .await
+        .map_err(|_| StoreError::timed_out(timeout))
 }

@@ -5,6 +5,7 @@
 -- KEYS[1]  the queue (see fair_acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the release channel, to which the
 --          next waiter's `:<owner>` is appended
+-- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (see release.lua)
 --
 -- Replies 1 if a live lease or ticket was ended, 0 if the owner had none
 -- (an expired one is removed), or `format:<version>` for a value of
@@ -36,7 +37,7 @@ if live then
   end
 end
 -- Published first, so that a denied PUBLISH (ACL) fails the release whole.
-if first and next then redis.call('PUBLISH', channel .. ':' .. next, '1') end
+if first and next then redis.call(ARGV[3], channel .. ':' .. next, '1') end
 redis.call('HDEL', queue, owner)
 -- Only the sequence left: nothing stays behind.
 if redis.call('HLEN', queue) <= 1 then redis.call('DEL', queue) end

@@ -4,6 +4,7 @@
 -- KEYS[1]  the permits or segments; KEYS[2] the token record (see
 --          permit_acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the release channel
+-- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (see release.lua)
 --
 -- Replies 1 if released, 0 if the owner holds no live permit (an expired
 -- one is removed), or `format:<version>` for a value of another format.
@@ -19,7 +20,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token, expiry = string.match(value, '^1|(%d+)|(%d+)|%d+$')
 local live = tonumber(expiry) * 1000 > now
 -- Published first, so that a denied PUBLISH (ACL) fails the release whole.
-if live then redis.call('PUBLISH', channel, '1') end
+if live then redis.call(ARGV[3], channel, '1') end
 redis.call('HDEL', permits, owner)
 -- Only the permit count left: nothing stays behind.
 if redis.call('HLEN', permits) <= 1 then redis.call('DEL', permits) end

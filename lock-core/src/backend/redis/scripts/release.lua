@@ -2,6 +2,8 @@
 --
 -- KEYS[1]  the lease; KEYS[2] the token record (see acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the release channel
+-- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (the channel is in
+--          the lock's slot, so a release is heard on the slot's node alone)
 --
 -- Replies 1 if released, 0 if the owner does not hold the lease (nothing
 -- is changed then), or `format:<version>` for a lease of another format
@@ -20,7 +22,7 @@ end
 -- Only a lease a waiter found (`|w`) publishes: an uncontended lock costs
 -- no PUBLISH. Published first, so that a denied PUBLISH (ACL) fails the
 -- release whole.
-if string.byte(holder, -1) == 119 then redis.call('PUBLISH', channel, '1') end
+if string.byte(holder, -1) == 119 then redis.call(ARGV[3], channel, '1') end
 redis.call('DEL', lease)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

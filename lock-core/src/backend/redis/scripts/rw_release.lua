@@ -8,11 +8,12 @@
 --
 -- KEYS[1]  the holders (see rw_acquire.lua)
 -- ARGV[1]  the owner value; ARGV[2] the release channel
+-- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (see release.lua)
 --
 -- Replies 1 if a live lease or mark was ended, 0 if the owner had none
 -- (an expired one is removed), or `format:<version>` for a value of
 -- another format.
-local holders, owner, channel = KEYS[1], ARGV[1], ARGV[2]
+local holders, owner, channel, publish = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local all = redis.call('HGETALL', holders)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -44,11 +45,11 @@ local live = tonumber(expiry) > now
 -- Published first, so that a denied PUBLISH (ACL) fails the release whole.
 if live then
   if field == '~' then
-    if not writer_holds then redis.call('PUBLISH', channel, '1') end
+    if not writer_holds then redis.call(publish, channel, '1') end
   elseif marked_by then
-    if others == 0 then redis.call('PUBLISH', channel .. ':' .. marked_by, '1') end
+    if others == 0 then redis.call(publish, channel .. ':' .. marked_by, '1') end
   elseif rest == 'w' or others == 0 then
-    redis.call('PUBLISH', channel, '1')
+    redis.call(publish, channel, '1')
   end
 end
 redis.call('HDEL', holders, field)
