@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use lock_core::fence::RedisFence;
 use lock_core::{LockError, Locker};
-use lock_testkit::RedisServer;
+use lock_testkit::{ClusterSet, RedisServer};
 
 /// The README's rule for the user of a Locker in namespace `lock`, after
 /// `on >password`.
@@ -35,10 +36,23 @@ const RULE: &[&str] = &[
     "+hlen",
 ];
 
-/// A server with the user `locks` under [`RULE`], and its URL as that user.
-fn server_with_rule() -> (RedisServer, String) {
+/// What the README adds to [`RULE`] on a Redis Cluster (and `+wait`, for
+/// `replicas(..)`).
+const CLUSTER_RULE: &[&str] = &[
+    "+spublish",
+    "+ssubscribe",
+    "+sunsubscribe",
+    "+cluster|slots",
+    "+client|info",
+    "+wait",
+];
+
+/// A server with the user `locks` under [`RULE`] and `extra`, and its URL
+/// as that user.
+fn server_with_rule(extra: &[&str]) -> (RedisServer, String) {
     let mut user = vec!["--user", "locks", "on", ">pw"];
     user.extend_from_slice(RULE);
+    user.extend_from_slice(extra);
     let server = RedisServer::options().args(user).start();
     let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
     (server, url)
@@ -46,7 +60,7 @@ fn server_with_rule() -> (RedisServer, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
-    let (_server, url) = server_with_rule();
+    let (_server, url) = server_with_rule(&[]);
     let ttl = Duration::from_millis(600);
     let a = Locker::builder()
         .ttl(ttl)
@@ -92,9 +106,94 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
     odd.release().await.unwrap();
 }
 
+/// Every kind of lock as an ACL user on a Redis Cluster, with the
+/// README's rule plus [`CLUSTER_RULE`] set on every node: waiters woken
+/// through shard channels, replica confirmation through `WAIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user_on_a_cluster() {
+    let cluster = ClusterSet::start();
+    for node in cluster.nodes() {
+        let mut conn = node.connection().await;
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(&["locks", "on", ">pw"][..])
+            .arg(RULE)
+            .arg(CLUSTER_RULE)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let url = cluster.url().replace("://", "://locks:pw@");
+    let ttl = Duration::from_millis(600);
+    let a = Locker::builder()
+        .ttl(ttl)
+        .redis(&url)
+        .await
+        .expect("connect as the ACL user");
+    let b = Locker::builder().ttl(ttl).redis(&url).await.unwrap();
+    let kinds: [fn(&Locker) -> lock_core::LockRequest; 4] = [
+        |l| l.lock("order:1"),
+        |l| l.fair_lock("doc:1"),
+        |l| l.write_lock("doc:2"),
+        |l| l.semaphore("pool:1", 1),
+    ];
+    for kind in kinds {
+        let first = kind(&a).await.unwrap();
+        let second = tokio::spawn({
+            let request = kind(&b).wait(Duration::from_secs(10));
+            async move { request.await }
+        });
+        tokio::time::sleep(ttl).await;
+        assert!(first.is_held(), "renewals were refused");
+        first.release().await.unwrap();
+        second.await.unwrap().unwrap().release().await.unwrap();
+    }
+    let lease = a.stored_keys("order:2").unwrap().lease().to_owned();
+    cluster.replica_of(&lease).await;
+    let confirmed = Locker::builder()
+        .replicas(1, Duration::from_secs(2))
+        .redis(&url)
+        .await
+        .unwrap();
+    let guard = confirmed.lock("order:2").await.unwrap();
+    guard.release().await.unwrap();
+}
+
+/// Fenced writes run on the data connection as the same user, once the
+/// data's keys and their token records are added to the rule; the fence
+/// still rejects a stale token there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_run_as_the_user_with_the_data_keys_added() {
+    let (_server, url) = server_with_rule(&["~account:*", "~{account:*"]);
+    let locker = Locker::redis(&url).await.unwrap();
+    let data = redis::Client::open(url.as_str()).unwrap();
+    let fence = RedisFence::new(data.get_connection_manager().await.unwrap());
+    let first = locker.lock("account:7").await.unwrap();
+    let stale = first.token();
+    fence.set("account:7:balance", "120", stale).await.unwrap();
+    first.release().await.unwrap();
+    let second = locker.lock("account:7").await.unwrap();
+    fence
+        .set("account:7:balance", "80", second.token())
+        .await
+        .unwrap();
+    let err = fence
+        .set("account:7:balance", "999", stale)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::StaleToken { .. }), "{err}");
+    // Keys outside the rule stay out of reach, fenced or not.
+    let err = fence
+        .set("orders:1", "x", second.token())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
+    second.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rule_keeps_the_user_out_of_other_keys() {
-    let (_server, url) = server_with_rule();
+    let (_server, url) = server_with_rule(&[]);
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let outside: redis::RedisResult<Option<String>> = redis::cmd("GET")
