@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lock_core::{LockError, LockGuard, Locker};
-use lock_testkit::{MASTER_NAME, SentinelSet, error_chain};
+use lock_testkit::{DelayProxy, MASTER_NAME, SentinelSet, error_chain};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -183,4 +183,63 @@ async fn an_unknown_master_name_is_unavailable_at_connect() {
     let chain = error_chain(&err);
     assert!(chain.contains("names a master `no-such-master`"), "{chain}");
     assert!(started.elapsed() < Duration::from_millis(500) + SLACK);
+}
+
+/// A failover the Locker did not hear of (its sentinels were out of reach
+/// while it happened, so no `+switch-master` came), of a master that froze
+/// instead of going away: requests to it get no answer at all. One given
+/// up on has the sentinels asked, who name the new master, and the next
+/// acquire lands there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswering_master_is_checked_with_the_sentinels() {
+    let set = SentinelSet::start(1, 3);
+    set.settled().await;
+    let mut proxies = Vec::new();
+    for url in set.sentinel_urls() {
+        let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        proxies.push(DelayProxy::start(port).await);
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|proxy| proxy.url().replace("redis://", ""))
+        .collect();
+    let url = format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","));
+    let bound = Duration::from_millis(500);
+    let locker = Locker::builder().timeout(bound).redis(&url).await.unwrap();
+    locker
+        .lock("before")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for proxy in &proxies {
+        proxy.cut();
+    }
+    let old = set.master_port().await;
+    set.server(old).pause();
+    let new = set.new_master(old).await;
+    for proxy in &proxies {
+        proxy.heal();
+    }
+    // The first request to the frozen master runs out of its bound (the
+    // acquire fails, its outcome unknown); the next one goes to the new
+    // master.
+    let started = Instant::now();
+    let guard = loop {
+        match locker.lock("after").await {
+            Ok(guard) => break guard,
+            Err(err) => assert!(
+                started.elapsed() < 4 * bound + SLACK,
+                "no acquire on the new master: {}",
+                error_chain(&err)
+            ),
+        }
+    };
+    set.server(old).resume();
+    let lease = locker.stored_keys("after").unwrap().lease().to_owned();
+    let mut conn = set.server(new).connection().await;
+    let there: bool = conn.exists(&lease).await.unwrap();
+    assert!(there, "the lease is not on the new master");
+    guard.release().await.unwrap();
 }

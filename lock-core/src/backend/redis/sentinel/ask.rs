@@ -28,6 +28,29 @@ impl SentinelMaster {
     /// A client for the master and a connection to it, once it says it is
     /// the master.
     pub(super) async fn ask(&self) -> RedisResult<(redis::Client, MultiplexedConnection)> {
+        let (ip, port) = self.named().await?;
+        let info = ConnectionAddr::Tcp(ip, port)
+            .into_connection_info()?
+            .set_redis_settings(self.login.clone());
+        let client = redis::Client::open(info)?;
+        // No response bound here: each request has its own.
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        let mut connection = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut connection).await?;
+        match role.first() {
+            Some(redis::Value::BulkString(role)) if role == b"master" => Ok((client, connection)),
+            _ => Err(gone(format!(
+                "the sentinels name {} master of {}, and it is not (yet)",
+                client.get_connection_info().addr(),
+                self.name
+            ))),
+        }
+    }
+
+    /// The address (ip, port) of the master the newest answer names.
+    pub(super) async fn named(&self) -> RedisResult<(String, u16)> {
         let answers = join_all(self.sentinels.iter().map(|s| named_by(s, &self.name))).await;
         let mut newest: Option<Named> = None;
         let mut failure = None;
@@ -46,24 +69,7 @@ impl SentinelMaster {
                 RedisError::from((kind, "no sentinel knows the master's name"))
             }));
         };
-        let info = ConnectionAddr::Tcp(named.ip, named.port)
-            .into_connection_info()?
-            .set_redis_settings(self.login.clone());
-        let client = redis::Client::open(info)?;
-        // No response bound here: each request has its own.
-        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-        let mut connection = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut connection).await?;
-        match role.first() {
-            Some(redis::Value::BulkString(role)) if role == b"master" => Ok((client, connection)),
-            _ => Err(gone(format!(
-                "the sentinels name {} master of {}, and it is not (yet)",
-                client.get_connection_info().addr(),
-                self.name
-            ))),
-        }
+        Ok((named.ip, named.port))
     }
 }
 

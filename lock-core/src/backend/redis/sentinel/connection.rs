@@ -12,7 +12,8 @@ use super::{Current, SentinelMaster};
 /// finds the master demoted (`READONLY`, a write not applied) is sent once
 /// more at once, to the master the sentinels name next; one whose
 /// connection broke goes back to [`within`](crate::backend::redis::within),
-/// which resends it as on a single server.
+/// which resends it as on a single server; one given up on unanswered has
+/// the sentinels asked whether the master moved.
 #[derive(Clone)]
 pub(in crate::backend::redis) struct SentinelConnection {
     master: Arc<SentinelMaster>,
@@ -32,6 +33,33 @@ fn demoted<'v>(replies: impl IntoIterator<Item = &'v Value>) -> Option<redis::Re
     })
 }
 
+/// A request on its way to the master of `generation`: dropped before
+/// its answer (its caller's bound ran out), it has the master checked
+/// ([`SentinelMaster::unanswered`]).
+struct Unanswered<'m> {
+    master: &'m Arc<SentinelMaster>,
+    generation: u64,
+    answered: bool,
+}
+
+impl<'m> Unanswered<'m> {
+    fn new(master: &'m Arc<SentinelMaster>, generation: u64) -> Self {
+        Unanswered {
+            master,
+            generation,
+            answered: false,
+        }
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.master.unanswered(self.generation);
+        }
+    }
+}
+
 impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
@@ -42,7 +70,9 @@ impl ConnectionLike for SentinelConnection {
                     mut connection,
                     ..
                 } = self.master.current().await?;
+                let mut pending = Unanswered::new(&self.master, generation);
                 let reply = connection.req_packed_command(cmd).await;
+                pending.answered = true;
                 match &reply {
                     Ok(value) => match demoted([value]) {
                         Some(err) => self.master.failed(generation, &err),
@@ -72,9 +102,11 @@ impl ConnectionLike for SentinelConnection {
                 mut connection,
                 ..
             } = self.master.current().await?;
+            let mut pending = Unanswered::new(&self.master, generation);
             let replies = connection
                 .req_packed_commands(pipeline, offset, count)
                 .await;
+            pending.answered = true;
             let failure = match &replies {
                 Ok(values) => demoted(values),
                 Err(err) => Some(err.clone()),

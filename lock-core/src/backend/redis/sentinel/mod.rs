@@ -4,7 +4,8 @@
 //! [`SentinelMaster`] keeps one multiplexed connection to the current
 //! master and forgets it when the sentinels announce a switch
 //! (`switches.rs`), when a request finds it gone (a broken connection) or
-//! demoted (`READONLY`). The next request then asks the sentinels again
+//! demoted (`READONLY`), or when a request got no answer and the
+//! sentinels name another master. The next request then asks the sentinels again
 //! (`ask.rs`). Requests go through [`SentinelConnection`].
 
 mod ask;
@@ -40,6 +41,8 @@ pub(super) struct SentinelMaster {
     /// Counts the times the master was forgotten: a resolution that saw it
     /// change meanwhile asks again, and pub/sub connections are replaced.
     forgotten: watch::Sender<u64>,
+    /// When the sentinels were last asked after an unanswered request.
+    checked: Mutex<Option<tokio::time::Instant>>,
     /// Stops the listeners of `+switch-master` when this goes.
     _stop_watching: watch::Sender<()>,
 }
@@ -70,6 +73,7 @@ impl SentinelMaster {
             current: Mutex::new(None),
             resolutions: AtomicU64::new(0),
             forgotten: watch::channel(0).0,
+            checked: Mutex::new(None),
             _stop_watching: stop_watching,
         });
         switches::watch(&Arc::downgrade(&master), sentinels, &stop);
@@ -137,16 +141,52 @@ impl SentinelMaster {
     /// Forgets the master unless it is the one at `ip:port` already (each
     /// sentinel announces the same switch).
     pub(super) fn moved_to(&self, ip: &str, port: u16, switch: &str) {
-        let there = self.slot().as_ref().is_some_and(|current| {
-            let addr = current.client.get_connection_info().addr();
-            matches!(addr, redis::ConnectionAddr::Tcp(host, p) if host == ip && *p == port)
-        });
-        if !there {
+        if !self.is_at(ip, port) {
             self.forget_if(
                 None,
                 &format!("the sentinels switched the master: {switch}"),
             );
         }
+    }
+
+    /// Whether the master in use is the server at `ip:port`.
+    fn is_at(&self, ip: &str, port: u16) -> bool {
+        self.slot().as_ref().is_some_and(|current| {
+            let addr = current.client.get_connection_info().addr();
+            matches!(addr, redis::ConnectionAddr::Tcp(host, p) if host == ip && *p == port)
+        })
+    }
+
+    /// A request to the master of `generation` got no answer in time. A
+    /// frozen or cut-off master says nothing at all, and its switch may
+    /// have gone unheard (a listener was reconnecting): the sentinels are
+    /// asked, at most once per request bound, and the master is forgotten
+    /// if they name another.
+    pub(super) fn unanswered(self: &Arc<Self>, generation: u64) {
+        let now = tokio::time::Instant::now();
+        {
+            let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+            if checked.is_some_and(|at| now < at + self.timeout) {
+                return;
+            }
+            *checked = Some(now);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let master = Arc::downgrade(self);
+        runtime.spawn(async move {
+            let Some(master) = master.upgrade() else {
+                return;
+            };
+            let named = tokio::time::timeout(master.timeout, master.named()).await;
+            if let Ok(Ok((ip, port))) = named
+                && !master.is_at(&ip, port)
+            {
+                let why = format!("a request got no answer, and the sentinels name {ip}:{port}");
+                master.forget_if(Some(generation), &why);
+            }
+        });
     }
 
     /// Drops the connection to the master (only if it is of `generation`,
