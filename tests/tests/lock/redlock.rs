@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lock_core::{LockError, Locker, LockerBuilder};
-use lock_testkit::{RedisServer, TestStore, error_chain};
+use lock_testkit::{DelayProxy, RedisServer, TestStore, error_chain};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -276,4 +276,44 @@ async fn a_waiter_hears_a_release_on_any_master() {
         "woken {:?} after the release",
         woken - released
     );
+}
+
+/// A master cut off (its connections closed, new ones refused) when a lock
+/// is released keeps its lease only until it is reachable again: the
+/// release is sent again in the background, not left to the ttl, so the
+/// master's vote is free again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_a_master_missed_is_sent_again_once_it_is_back() {
+    let masters = start(3);
+    let cut_off = DelayProxy::start(masters[0].port()).await;
+    let urls = [cut_off.url(), masters[1].url(), masters[2].url()];
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let ttl = Duration::from_secs(30);
+    let locker = Locker::builder()
+        .ttl(ttl)
+        .redlock(&urls)
+        .await
+        .expect("connect to the masters");
+    let held = locker.lock("k").await.unwrap();
+    let lease = locker.stored_keys("k").unwrap().lease().to_owned();
+    let mut first = masters[0].connection().await;
+    let there: bool = first.exists(&lease).await.unwrap();
+    assert!(there, "the first master never had the lease");
+    cut_off.cut();
+    held.release().await.unwrap();
+    let there: bool = first.exists(&lease).await.unwrap();
+    assert!(there, "the cut-off master was released after all");
+    cut_off.heal();
+    let healed = Instant::now();
+    loop {
+        let there: bool = first.exists(&lease).await.unwrap();
+        if !there {
+            break;
+        }
+        assert!(
+            healed.elapsed() < ttl / 3,
+            "the lease stayed on the master that missed the release"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

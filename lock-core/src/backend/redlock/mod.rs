@@ -17,24 +17,32 @@
 //! request. Renewals and the loss signal need the quorum too. A release
 //! goes to every master, also to those that timed out or answered that
 //! another owner held the lock. Without a quorum, the leases taken are
-//! given back at once; after a split vote (some masters granted it, too
+//! given back at once (a master that cannot be reached then is sent the
+//! release again in the background); after a split vote (some masters granted it, too
 //! few) the next try waits a random delay, so that contenders do not meet
 //! again.
 //!
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+mod master;
+mod merged;
+
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::{OnceCell, watch};
-use tokio::task::AbortHandle;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
-use super::redis::once;
-use super::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
+use self::master::Master;
+use self::merged::merged;
+use crate::backend::redis::once;
+use crate::backend::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
+use crate::retry::release_until;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
@@ -69,27 +77,11 @@ const SUBSCRIBE_BOUND: Duration = Duration::from_millis(500);
 /// # }
 /// ```
 pub struct RedLockBackend {
-    masters: Vec<Master>,
+    masters: Vec<Arc<Master>>,
     quorum: usize,
     timeout: Duration,
-}
-
-/// One master: connected when first reachable, and kept (its connection
-/// heals on its own from then on).
-struct Master {
-    url: String,
-    backend: OnceCell<RedisBackend>,
-}
-
-impl Master {
-    /// The master's backend, connected within `timeout` if not yet.
-    async fn get(&self, timeout: Duration) -> Result<&RedisBackend, StoreError> {
-        let connect = || async {
-            let backend = RedisBackend::connect(&self.url, timeout).await?;
-            Ok::<_, StoreError>(backend.without_batching())
-        };
-        self.backend.get_or_try_init(connect).await
-    }
+    /// The longest ttl asked for so far, in ms: no lease outlives it.
+    longest_ttl: AtomicU64,
 }
 
 impl RedLockBackend {
@@ -108,17 +100,20 @@ impl RedLockBackend {
             );
             return Err(StoreError::refused(Refusal::InvalidUrl, reason));
         }
-        let masters: Vec<Master> = urls
+        let masters: Vec<Arc<Master>> = urls
             .iter()
-            .map(|url| Master {
-                url: (*url).to_owned(),
-                backend: OnceCell::new(),
+            .map(|url| {
+                Arc::new(Master {
+                    url: (*url).to_owned(),
+                    backend: OnceCell::new(),
+                })
             })
             .collect();
         let backend = RedLockBackend {
             quorum: masters.len() / 2 + 1,
             masters,
             timeout,
+            longest_ttl: AtomicU64::new(0),
         };
         let connected = join_all(backend.masters.iter().map(|m| m.get(timeout))).await;
         let mut reached = 0;
@@ -159,7 +154,7 @@ impl RedLockBackend {
     /// (connecting a master that was down counts in the bound).
     async fn on_masters<'a, T, Fut>(
         &'a self,
-        masters: impl IntoIterator<Item = &'a Master>,
+        masters: impl IntoIterator<Item = &'a Arc<Master>>,
         bound: Duration,
         request: impl Fn(&'a RedisBackend) -> Fut,
     ) -> Vec<Result<T, StoreError>>
@@ -197,10 +192,46 @@ impl RedLockBackend {
     }
 
     /// Gives `owner`'s lease back on every master, whatever each answered
-    /// before; failures are left to the lease's expiry.
+    /// before; on those that fail, again in the background.
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
         let release = |backend: &'a RedisBackend| backend.release(keys, Claim::Exclusive, owner);
-        let _ = self.on_masters(&self.masters, bound, release).await;
+        let answers = self.on_masters(&self.masters, bound, release).await;
+        self.release_later(&answers, keys, Claim::Exclusive, owner);
+    }
+
+    /// Sends `owner`'s release again in the background to the masters
+    /// whose answer in `answers` was a transient failure, until each
+    /// answers or the longest lease asked for would have ended. A master
+    /// cut off when the release was sent would otherwise keep the lease,
+    /// and with it a vote, for its whole ttl once it is back.
+    fn release_later<T>(
+        &self,
+        answers: &[Result<T, StoreError>],
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+    ) {
+        let longest = Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed));
+        let runs_out = Instant::now() + longest;
+        for (master, answer) in self.masters.iter().zip(answers) {
+            let failed = matches!(answer, Err(err) if err.is_transient());
+            // A master never connected holds no lease of this client.
+            if !failed || master.backend.get().is_none() {
+                continue;
+            }
+            let (master, keys, owner) = (Arc::clone(master), keys.clone(), owner.to_owned());
+            tokio::spawn(async move {
+                if let Some(backend) = master.backend.get() {
+                    release_until(backend, &keys, claim, &owner, runs_out).await;
+                }
+            });
+        }
+    }
+
+    /// Notes a lease of `ttl` asked for (see [`release_later`](Self::release_later)).
+    fn asked_for(&self, ttl: Duration) {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self.longest_ttl.fetch_max(ms, Ordering::Relaxed);
     }
 }
 
@@ -223,6 +254,7 @@ impl Backend for RedLockBackend {
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
+            self.asked_for(ttl);
             let bound = self.bound(ttl);
             let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
             let answers = self.on_masters(&self.masters, bound, acquire).await;
@@ -276,6 +308,7 @@ impl Backend for RedLockBackend {
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
+            self.asked_for(ttl);
             let renew = |backend: &'a RedisBackend| backend.renew(keys, claim, owner, ttl);
             let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
             self.quorum_says("the renewal", answers)
@@ -291,6 +324,7 @@ impl Backend for RedLockBackend {
         StoreFuture::new(async move {
             let release = |backend: &'a RedisBackend| backend.release(keys, claim, owner);
             let answers = self.on_masters(&self.masters, self.timeout, release).await;
+            self.release_later(&answers, keys, claim, owner);
             self.quorum_says("the release", answers)
         })
     }
@@ -329,37 +363,6 @@ impl Backend for RedLockBackend {
             self.masters.len(),
             self.quorum
         )
-    }
-}
-
-/// One signal that fires when any of `signals` does, and closes once all
-/// have closed.
-fn merged(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
-    let (releases, heard) = watch::channel(0_u64);
-    let releases = Arc::new(releases);
-    let forwarders = signals
-        .into_iter()
-        .map(|mut signal| {
-            let releases = Arc::clone(&releases);
-            tokio::spawn(async move {
-                while signal.released().await {
-                    releases.send_modify(|n| *n = n.wrapping_add(1));
-                }
-            })
-            .abort_handle()
-        })
-        .collect();
-    ReleaseSignal::new(heard, Forwarders(forwarders))
-}
-
-/// Stops forwarding a merged signal's releases when it is dropped.
-struct Forwarders(Vec<AbortHandle>);
-
-impl Drop for Forwarders {
-    fn drop(&mut self) {
-        for forwarder in &self.0 {
-            forwarder.abort();
-        }
     }
 }
 
