@@ -16,33 +16,31 @@
 //! the drift: the guard's local deadline counts from before the first
 //! request. Renewals and the loss signal need the quorum too. A release
 //! goes to every master, also to those that timed out or answered that
-//! another owner held the lock. Without a quorum, the leases taken are
-//! given back at once (a master that cannot be reached then is sent the
-//! release again in the background); after a split vote (some masters granted it, too
-//! few) the next try waits a random delay, so that contenders do not meet
-//! again.
+//! another owner held the lock (and again, in the background, to those it
+//! did not reach). Without a quorum, the leases taken are given back at
+//! once; after a split vote (some masters granted it, too few) the next
+//! try waits a random delay, so that contenders do not meet again.
 //!
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+mod later;
 mod master;
 mod merged;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::sync::OnceCell;
-use tokio::time::Instant;
 
 use self::master::Master;
 use self::merged::merged;
 use crate::backend::redis::once;
 use crate::backend::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
-use crate::retry::release_until;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
@@ -55,6 +53,10 @@ const SPLIT_VOTE_DELAY: Duration = Duration::from_millis(100);
 /// The least bound on one request to one master (a script call can take
 /// two round trips: EVALSHA, then EVAL on a server that lacks the script).
 const MIN_BOUND: Duration = Duration::from_millis(50);
+
+/// Most releases sent again in the background at once (see
+/// [`RedLockBackend::release_later`]).
+const MAX_RELEASES_LATER: usize = 1024;
 
 /// Bound on subscribing on one master (waiting goes on without it).
 const SUBSCRIBE_BOUND: Duration = Duration::from_millis(500);
@@ -82,6 +84,8 @@ pub struct RedLockBackend {
     timeout: Duration,
     /// The longest ttl asked for so far, in ms: no lease outlives it.
     longest_ttl: AtomicU64,
+    /// Releases being sent again in the background.
+    releases_later: Arc<AtomicUsize>,
 }
 
 impl RedLockBackend {
@@ -114,6 +118,7 @@ impl RedLockBackend {
             masters,
             timeout,
             longest_ttl: AtomicU64::new(0),
+            releases_later: Arc::default(),
         };
         let connected = join_all(backend.masters.iter().map(|m| m.get(timeout))).await;
         let mut reached = 0;
@@ -192,46 +197,12 @@ impl RedLockBackend {
     }
 
     /// Gives `owner`'s lease back on every master, whatever each answered
-    /// before; on those that fail, again in the background.
+    /// before; failures are left to the lease's expiry. (Not sent again
+    /// later: the next try asks with the same owner value, and a late
+    /// give-back would undo the lease it takes.)
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
         let release = |backend: &'a RedisBackend| backend.release(keys, Claim::Exclusive, owner);
-        let answers = self.on_masters(&self.masters, bound, release).await;
-        self.release_later(&answers, keys, Claim::Exclusive, owner);
-    }
-
-    /// Sends `owner`'s release again in the background to the masters
-    /// whose answer in `answers` was a transient failure, until each
-    /// answers or the longest lease asked for would have ended. A master
-    /// cut off when the release was sent would otherwise keep the lease,
-    /// and with it a vote, for its whole ttl once it is back.
-    fn release_later<T>(
-        &self,
-        answers: &[Result<T, StoreError>],
-        keys: &StoredKeys,
-        claim: Claim,
-        owner: &str,
-    ) {
-        let longest = Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed));
-        let runs_out = Instant::now() + longest;
-        for (master, answer) in self.masters.iter().zip(answers) {
-            let failed = matches!(answer, Err(err) if err.is_transient());
-            // A master never connected holds no lease of this client.
-            if !failed || master.backend.get().is_none() {
-                continue;
-            }
-            let (master, keys, owner) = (Arc::clone(master), keys.clone(), owner.to_owned());
-            tokio::spawn(async move {
-                if let Some(backend) = master.backend.get() {
-                    release_until(backend, &keys, claim, &owner, runs_out).await;
-                }
-            });
-        }
-    }
-
-    /// Notes a lease of `ttl` asked for (see [`release_later`](Self::release_later)).
-    fn asked_for(&self, ttl: Duration) {
-        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        self.longest_ttl.fetch_max(ms, Ordering::Relaxed);
+        let _ = self.on_masters(&self.masters, bound, release).await;
     }
 }
 
