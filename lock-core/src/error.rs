@@ -139,10 +139,13 @@ pub enum LockError {
     /// needs (Redis `NOPERM`). Not retried.
     ///
     /// A Redis ACL user of a Locker with namespace `lock` needs:
-    /// `ACL SETUSER <user> ~lock:* &lock:* +evalsha +eval +script|load +get
-    /// +mget +set +del +append +pttl +pexpire +time +publish +subscribe
-    /// +unsubscribe +ping` (and `+wait` with
-    /// [`LockerBuilder::replicas`](crate::LockerBuilder::replicas)).
+    /// `ACL SETUSER <user> ~lock:* &lock:* +evalsha +script|load +get +mget
+    /// +set +del +append +pttl +pexpire +time +publish +subscribe
+    /// +unsubscribe +hget +hset +hdel +hgetall +hlen` (and `+wait` with
+    /// [`LockerBuilder::replicas`](crate::LockerBuilder::replicas)); on a
+    /// Redis Cluster also `+spublish +ssubscribe +sunsubscribe
+    /// +cluster|slots`. Fenced writes (`RedisFence`) need the data's keys
+    /// and their token records (`{<key>}:fence`) too.
     #[error(
         "lock store's access rules deny a command, key or channel that lock `{key}` needs; \
          grant those listed in the docs of LockError::PermissionDenied"

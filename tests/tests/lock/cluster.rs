@@ -207,7 +207,7 @@ async fn waiters_are_woken_through_the_shard_channel() {
 /// Waits until `node` counts `wanted` shard subscribers of `channel`
 /// (polled: a subscription made in another task has no event a test can
 /// follow).
-async fn shard_subscribers_reach(node: &RedisServer, channel: &str, wanted: usize) {
+pub(crate) async fn shard_subscribers_reach(node: &RedisServer, channel: &str, wanted: usize) {
     let mut conn = node.connection().await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

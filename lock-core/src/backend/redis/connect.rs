@@ -73,6 +73,7 @@ impl RedisBackend<RedisConnection> {
         let connection = once(timeout, client.get_async_connection())
             .await
             .map_err(|err| err.unknown(false))?;
+        refuse_before_redis_7(&connection, timeout).await?;
         let nodes: Vec<String> = nodes.iter().map(|node| node.to_string()).collect();
         let slots = SlotMasters::new(connection.clone(), first, timeout)?;
         Ok(RedisBackend {
@@ -196,6 +197,38 @@ impl RedisBackend<RedisConnection> {
             description,
         ))
     }
+}
+
+/// Refuses a cluster whose nodes run Redis before 7.0, which has no
+/// sharded pub/sub (every release with a waiter would fail). A node that
+/// does not let this user read `INFO` is not checked.
+async fn refuse_before_redis_7(
+    connection: &redis::cluster_async::ClusterConnection,
+    timeout: Duration,
+) -> Result<(), StoreError> {
+    use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let mut connection = connection.clone();
+    let info = connection.route_command(redis::cmd("INFO").arg("server").clone(), routing);
+    let Ok(Ok(redis::Value::BulkString(info))) = tokio::time::timeout(timeout, info).await else {
+        return Ok(());
+    };
+    let info = String::from_utf8_lossy(&info);
+    let version = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .unwrap_or_default();
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(7);
+    if major < 7 {
+        return Err(StoreError::permanent(format!(
+            "Redis Cluster needs Redis 7.0 or newer (sharded pub/sub); a node runs {version}"
+        )));
+    }
+    Ok(())
 }
 
 /// A client for `url`, or the refusal that says what is wrong with it.

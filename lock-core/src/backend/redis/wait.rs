@@ -47,8 +47,8 @@ pub(super) enum Masters {
 enum Master {
     /// The generation of the endpoint's master (see [`Endpoint`]).
     Generation(u64),
-    /// A cluster node's address.
-    Node(String),
+    /// A cluster node's host and port.
+    Node((String, u16)),
 }
 
 impl WaitConnections {
@@ -111,7 +111,9 @@ impl WaitConnections {
                     let (client, generation) = endpoint.client().await?;
                     (client, Master::Generation(generation))
                 }
-                (Masters::Slots(_), _) => unreachable!("a cluster's master is a node"),
+                (Masters::Slots(_), _) => {
+                    return Err(StoreError::new("no cluster node to confirm on", false));
+                }
             };
             let connection = client
                 .get_multiplexed_async_connection_with_config(&config)
@@ -164,10 +166,20 @@ where
         let (mut master, mut connection) = connections.take(keys.lease(), self.timeout).await?;
         let renewal = renew_invocation(keys, claim, owner, ttl);
         let renewed = match renew_on(&mut connection, &renewal, self.timeout).await? {
-            // The slot moved since it was located: once more, where it went.
-            Err(err) if err.redirect_node().is_some() => {
-                let address = err.redirect_node().map(|(address, _)| address.to_owned());
-                let node = address.map(Master::Node);
+            // The slot moved since it was located: once more, where it went
+            // (not for ASK: the slot is still moving, and the error stands).
+            Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {
+                if let Masters::Slots(slots) = &connections.masters {
+                    slots.stale();
+                }
+                let node = err
+                    .redirect_node()
+                    .and_then(|(address, _)| address.rsplit_once(':'))
+                    .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)));
+                let Some(node) = node else {
+                    return Err(StoreError::from(err));
+                };
+                let node = Some(Master::Node(node));
                 (master, connection) = connections.take_at(node, self.timeout).await?;
                 renew_on(&mut connection, &renewal, self.timeout).await??
             }

@@ -25,6 +25,9 @@ use super::connection::Endpoint;
 use crate::backend::ReleaseSignal;
 use crate::store_error::StoreError;
 
+/// Most stale shard channels kept to unsubscribe from.
+const MAX_STALE: usize = 4096;
+
 /// The subscriptions of one backend.
 pub(super) struct Hub {
     inner: Arc<HubInner>,
@@ -97,6 +100,14 @@ impl Table {
             }
             _ => false,
         }
+    }
+
+    /// Notes shard channels to unsubscribe from at the next subscription
+    /// change, at most [`MAX_STALE`] (beyond, a subscription is left to
+    /// its connection's end).
+    fn forget_later(&mut self, channels: impl IntoIterator<Item = String>) {
+        let room = MAX_STALE.saturating_sub(self.stale.len());
+        self.stale.extend(channels.into_iter().take(room));
     }
 
     /// Wakes the waiters of `channel`.

@@ -11,6 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
@@ -69,7 +70,7 @@ impl Shard {
     ) -> Result<(watch::Receiver<u64>, u64), StoreError> {
         let mut connection = self.connection(hub.timeout).await?;
         let _changing = self.changing.lock().await;
-        self.forget_stale(hub, &mut connection).await;
+        self.forget_stale(hub, &connection).await;
         let (releases, id, first) = lock(&hub.table).join(channel, 0);
         if first {
             let confirmed = tokio::time::timeout(hub.timeout, connection.ssubscribe(channel)).await;
@@ -79,7 +80,10 @@ impl Shard {
                 Err(_) => Some(StoreError::timed_out(hub.timeout)),
             };
             if let Some(err) = failure {
-                lock(&hub.table).leave(channel, id);
+                let mut table = lock(&hub.table);
+                table.leave(channel, id);
+                // A subscription that ran out of time may still be made.
+                table.forget_later([channel.to_owned()]);
                 return Err(err);
             }
         }
@@ -94,15 +98,19 @@ impl Shard {
         };
         let mut connection = connection.clone();
         let _changing = self.changing.lock().await;
-        self.forget_stale(hub, &mut connection).await;
+        self.forget_stale(hub, &connection).await;
         if lock(&hub.table).channels.contains_key(channel) {
             return;
         }
-        let _ = tokio::time::timeout(hub.timeout, connection.sunsubscribe(channel)).await;
+        let done = tokio::time::timeout(hub.timeout, connection.sunsubscribe(channel)).await;
+        if !matches!(done, Ok(Ok(()))) {
+            lock(&hub.table).forget_later([channel.to_owned()]);
+        }
     }
 
-    /// Unsubscribes from the stale channels nobody subscribed to again.
-    async fn forget_stale(&self, hub: &HubInner, connection: &mut ClusterConnection) {
+    /// Unsubscribes from the stale channels nobody subscribed to again,
+    /// all at once within one request bound; those that fail stay stale.
+    async fn forget_stale(&self, hub: &HubInner, connection: &ClusterConnection) {
         let stale: Vec<String> = {
             let mut table = lock(&hub.table);
             let stale = std::mem::take(&mut table.stale);
@@ -111,9 +119,20 @@ impl Shard {
                 .filter(|channel| !table.channels.contains_key(channel))
                 .collect()
         };
-        for channel in stale {
-            let _ = tokio::time::timeout(hub.timeout, connection.sunsubscribe(&channel)).await;
-        }
+        let unsubscribes = stale.into_iter().map(|channel| {
+            let mut connection = connection.clone();
+            async move {
+                let done = tokio::time::timeout(hub.timeout, connection.sunsubscribe(&channel));
+                matches!(done.await, Ok(Ok(())))
+                    .then_some(())
+                    .ok_or(channel)
+            }
+        });
+        let failed = join_all(unsubscribes)
+            .await
+            .into_iter()
+            .filter_map(Result::err);
+        lock(&hub.table).forget_later(failed);
     }
 }
 
@@ -136,7 +155,7 @@ fn pushed(table: &Mutex<Table>, push: PushInfo) {
         // channels again on its own: the stale ones are let go later).
         (PushKind::Disconnection, _) => {
             let closed: Vec<String> = table.channels.drain().map(|(name, _)| name).collect();
-            table.stale.extend(closed);
+            table.forget_later(closed);
         }
         _ => {}
     }
