@@ -7,9 +7,11 @@
 //! same port, and given replicas.
 //!
 //! If `redis-server` is missing, starting one panics with the command that
-//! installs it.
+//! installs it. The kit also starts Redis Sentinel and Cluster deployments,
+//! PostgreSQL, and etcd members ([`EtcdServer`]) the same way.
 
 mod cluster;
+mod etcd;
 pub mod history;
 mod postgres;
 mod process;
@@ -19,6 +21,7 @@ mod server;
 mod store;
 
 pub use cluster::ClusterSet;
+pub use etcd::EtcdServer;
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;

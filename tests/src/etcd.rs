@@ -1,0 +1,178 @@
+//! [`EtcdServer`]: one etcd member owned by a test, alone or in a cluster
+//! of its own ([`EtcdServer::cluster`]), on free loopback ports. Every
+//! member is killed when dropped, also when a test panics.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::server::free_port;
+
+/// How long members may take to elect a leader and serve.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// One `etcd` process (Debian's `etcd-server`, 3.4).
+pub struct EtcdServer {
+    child: Option<Child>,
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    /// `name=peer-url,...` of every member, to start it again with.
+    initial_cluster: String,
+    dir: TempDir,
+}
+
+impl EtcdServer {
+    /// A single-member cluster, serving once this returns.
+    pub fn start() -> Self {
+        Self::cluster(1).pop().expect("one member")
+    }
+
+    /// A cluster of `members` members, once it has a leader and every
+    /// member serves.
+    pub fn cluster(members: usize) -> Vec<Self> {
+        let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
+        let initial_cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut servers: Vec<EtcdServer> = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (client_port, peer_port))| EtcdServer {
+                child: None,
+                name: format!("m{i}"),
+                client_port,
+                peer_port,
+                initial_cluster: initial_cluster.clone(),
+                dir: tempfile::Builder::new()
+                    .prefix("lock-testkit-etcd-")
+                    .tempdir()
+                    .expect("etcd data dir"),
+            })
+            .collect();
+        for server in &mut servers {
+            server.spawn("new");
+        }
+        for server in &servers {
+            server.wait_healthy();
+        }
+        servers
+    }
+
+    fn spawn(&mut self, state: &str) {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::File::create(self.dir.path().join("etcd.log")).expect("etcd log");
+        let child = Command::new("etcd")
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &self.initial_cluster])
+            .args(["--initial-cluster-state", state])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn();
+        match child {
+            Ok(child) => self.child = Some(child),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                panic!("etcd is not installed: run scripts/test, or apt-get install etcd-server")
+            }
+            Err(err) => panic!("could not start etcd: {err}"),
+        }
+    }
+
+    /// Waits until the member answers `GET /health` with a healthy cluster
+    /// (polled: etcd has no readiness event a test can follow).
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + STARTUP;
+        while !self.healthy() {
+            assert!(
+                Instant::now() < deadline,
+                "etcd {} did not become healthy within {STARTUP:?}; its log: {}",
+                self.name,
+                self.dir.path().join("etcd.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the member says the cluster is healthy (it has a leader).
+    pub fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        reply.contains("\"health\":\"true\"")
+    }
+
+    /// The client endpoint, `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.client_port
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Freezes the member (SIGSTOP).
+    pub fn pause(&self) {
+        if let Some(pid) = self.pid() {
+            crate::send_signal(pid, libc::SIGSTOP);
+        }
+    }
+
+    /// Thaws a paused member (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(pid) = self.pid() {
+            crate::send_signal(pid, libc::SIGCONT);
+        }
+    }
+
+    /// Kills the member (SIGKILL) and reaps it; its data stays.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed member again on the same ports and data, and waits
+    /// until it serves.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn("existing");
+        self.wait_healthy();
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.resume();
+        self.kill();
+    }
+}

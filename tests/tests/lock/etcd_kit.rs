@@ -1,0 +1,44 @@
+//! The test kit's etcd members (for the etcd backend to come): a cluster
+//! of 3 forms on free loopback ports, keeps serving with one member lost,
+//! takes it back, and leaves no process behind.
+
+use std::time::{Duration, Instant};
+
+use lock_testkit::{EtcdServer, send_signal};
+
+/// Waits until `member` says the cluster is healthy (polled: etcd has no
+/// event a test can follow).
+fn healthy_within(member: &EtcdServer, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    while Instant::now() < deadline {
+        if member.healthy() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn an_etcd_cluster_of_three_survives_a_lost_member_and_stops_with_its_test() {
+    let mut members = EtcdServer::cluster(3);
+    let ports: Vec<u16> = members.iter().map(EtcdServer::port).collect();
+    assert_eq!(ports.len(), 3);
+    assert!(!ports.contains(&2379), "the kit used etcd's standard port");
+    members[0].kill();
+    assert!(!members[0].healthy(), "a killed member still answers");
+    for member in &members[1..] {
+        assert!(
+            healthy_within(member, Duration::from_secs(15)),
+            "two of three members lost their quorum"
+        );
+    }
+    members[0].restart();
+    assert!(members[0].healthy());
+    let pids: Vec<u32> = members.iter().filter_map(EtcdServer::pid).collect();
+    assert_eq!(pids.len(), 3);
+    drop(members);
+    for pid in pids {
+        assert!(!send_signal(pid, 0), "etcd {pid} outlived its test");
+    }
+}
