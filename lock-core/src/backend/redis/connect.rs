@@ -210,10 +210,12 @@ async fn refuse_before_redis_7(
     let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
     let mut connection = connection.clone();
     let info = connection.route_command(redis::cmd("INFO").arg("server").clone(), routing);
-    let Ok(Ok(redis::Value::BulkString(info))) = tokio::time::timeout(timeout, info).await else {
+    let Ok(Ok(info)) = tokio::time::timeout(timeout, info).await else {
         return Ok(());
     };
-    let info = String::from_utf8_lossy(&info);
+    let Ok(info) = redis::from_redis_value::<String>(info) else {
+        return Ok(());
+    };
     let version = info
         .lines()
         .find_map(|line| line.strip_prefix("redis_version:"))

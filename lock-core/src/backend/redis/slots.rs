@@ -113,8 +113,16 @@ fn slot_map(reply: Value) -> Option<SlotMap> {
         };
         let start: u16 = redis::from_redis_value_ref(start).ok()?;
         let end: u16 = redis::from_redis_value_ref(end).ok()?;
-        let host: String = redis::from_redis_value_ref(master.first()?).ok()?;
+        // A node that announces no usable endpoint (`?`, empty, NULL) has
+        // its slots left out: confirming there is an error, not a guess.
+        let host: Option<String> = master
+            .first()
+            .and_then(|host| redis::from_redis_value_ref(host).ok())
+            .filter(|host: &String| !host.is_empty() && host != "?");
         let port: u16 = redis::from_redis_value_ref(master.get(1)?).ok()?;
+        let Some(host) = host else {
+            continue;
+        };
         for slot in start..=end {
             map.insert(Slot::new(slot)?, (host.clone(), port));
         }

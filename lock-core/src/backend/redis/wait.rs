@@ -163,15 +163,34 @@ where
             )
             .await;
         };
+        let confirmed = self
+            .confirm_on(connections, (keys, claim, owner, ttl), &wait, within)
+            .await;
+        // A slot map that led to no answer may be out of date (a master gone
+        // in a failover): asked again before the next confirmation.
+        if confirmed.is_err()
+            && let Masters::Slots(slots) = &connections.masters
+        {
+            slots.stale();
+        }
+        confirmed
+    }
+
+    /// The renewal and `WAIT` of [`confirm`](Self::confirm) on a connection
+    /// of `connections`.
+    async fn confirm_on(
+        &self,
+        connections: &WaitConnections,
+        (keys, claim, owner, ttl): (&StoredKeys, Claim, &str, Duration),
+        wait: &redis::Cmd,
+        within: Duration,
+    ) -> Result<usize, StoreError> {
         let (mut master, mut connection) = connections.take(keys.lease(), self.timeout).await?;
         let renewal = renew_invocation(keys, claim, owner, ttl);
         let renewed = match renew_on(&mut connection, &renewal, self.timeout).await? {
             // The slot moved since it was located: once more, where it went
             // (not for ASK: the slot is still moving, and the error stands).
             Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {
-                if let Masters::Slots(slots) = &connections.masters {
-                    slots.stale();
-                }
                 let node = err
                     .redirect_node()
                     .and_then(|(address, _)| address.rsplit_once(':'))
@@ -179,6 +198,9 @@ where
                 let Some(node) = node else {
                     return Err(StoreError::from(err));
                 };
+                if let Masters::Slots(slots) = &connections.masters {
+                    slots.stale();
+                }
                 let node = Some(Master::Node(node));
                 (master, connection) = connections.take_at(node, self.timeout).await?;
                 renew_on(&mut connection, &renewal, self.timeout).await??

@@ -295,8 +295,14 @@ impl Backend for RedLockBackend {
         StoreFuture::new(async move {
             let release = |backend: &'a RedisBackend| backend.release(keys, claim, owner);
             let answers = self.on_masters(&self.masters, self.timeout, release).await;
-            self.release_later(&answers, keys, claim, owner);
-            self.quorum_says("the release", answers)
+            let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
+            let said = self.quorum_says("the release", answers);
+            // Without a quorum the caller sends the release again itself, to
+            // every master: only a release that stands is followed up here.
+            if said.is_ok() {
+                self.release_later(&failures, keys, claim, owner);
+            }
+            said
         })
     }
 

@@ -109,7 +109,9 @@ impl Shard {
     }
 
     /// Unsubscribes from the stale channels nobody subscribed to again,
-    /// all at once within one request bound; those that fail stay stale.
+    /// all at once within one request bound, each once (one that fails is
+    /// left to its connection's end: retried, it would hold up every
+    /// subscription while a node is down).
     async fn forget_stale(&self, hub: &HubInner, connection: &ClusterConnection) {
         let stale: Vec<String> = {
             let mut table = lock(&hub.table);
@@ -122,17 +124,10 @@ impl Shard {
         let unsubscribes = stale.into_iter().map(|channel| {
             let mut connection = connection.clone();
             async move {
-                let done = tokio::time::timeout(hub.timeout, connection.sunsubscribe(&channel));
-                matches!(done.await, Ok(Ok(())))
-                    .then_some(())
-                    .ok_or(channel)
+                let _ = tokio::time::timeout(hub.timeout, connection.sunsubscribe(&channel)).await;
             }
         });
-        let failed = join_all(unsubscribes)
-            .await
-            .into_iter()
-            .filter_map(Result::err);
-        lock(&hub.table).forget_later(failed);
+        join_all(unsubscribes).await;
     }
 }
 
