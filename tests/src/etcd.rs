@@ -9,8 +9,6 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::server::free_port;
-
 /// How long members may take to elect a leader and serve.
 const STARTUP: Duration = Duration::from_secs(30);
 
@@ -22,6 +20,8 @@ pub struct EtcdServer {
     peer_port: u16,
     /// `name=peer-url,...` of every member, to start it again with.
     initial_cluster: String,
+    /// The cluster's token.
+    token: String,
     dir: TempDir,
 }
 
@@ -34,7 +34,11 @@ impl EtcdServer {
     /// A cluster of `members` members, once it has a leader and every
     /// member serves.
     pub fn cluster(members: usize) -> Vec<Self> {
-        let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
+        let ports = free_ports(2 * members);
+        let ports: Vec<(u16, u16)> = ports.chunks(2).map(|pair| (pair[0], pair[1])).collect();
+        // A token of its own: members of another test's cluster that got
+        // one of these ports never join this one.
+        let token = format!("lock-testkit-{}-{}", std::process::id(), ports[0].0);
         let initial_cluster = ports
             .iter()
             .enumerate()
@@ -50,6 +54,7 @@ impl EtcdServer {
                 client_port,
                 peer_port,
                 initial_cluster: initial_cluster.clone(),
+                token: token.clone(),
                 dir: tempfile::Builder::new()
                     .prefix("lock-testkit-etcd-")
                     .tempdir()
@@ -59,7 +64,7 @@ impl EtcdServer {
         for server in &mut servers {
             server.spawn("new");
         }
-        for server in &servers {
+        for server in &mut servers {
             server.wait_healthy();
         }
         servers
@@ -80,6 +85,7 @@ impl EtcdServer {
             .args(["--initial-advertise-peer-urls", &peer])
             .args(["--initial-cluster", &self.initial_cluster])
             .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", &self.token])
             .args(["--logger", "zap", "--log-outputs", "stderr"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -96,9 +102,20 @@ impl EtcdServer {
 
     /// Waits until the member answers `GET /health` with a healthy cluster
     /// (polled: etcd has no readiness event a test can follow).
-    fn wait_healthy(&self) {
+    fn wait_healthy(&mut self) {
         let deadline = Instant::now() + STARTUP;
         while !self.healthy() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                panic!(
+                    "etcd {} exited ({status}) before serving; its log: {}",
+                    self.name,
+                    self.dir.path().join("etcd.log").display()
+                );
+            }
             assert!(
                 Instant::now() < deadline,
                 "etcd {} did not become healthy within {STARTUP:?}; its log: {}",
@@ -168,6 +185,18 @@ impl EtcdServer {
         self.spawn("existing");
         self.wait_healthy();
     }
+}
+
+/// `n` distinct free loopback ports: every listener is held until all are
+/// picked, so none comes up twice.
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("local addr").port())
+        .collect()
 }
 
 impl Drop for EtcdServer {

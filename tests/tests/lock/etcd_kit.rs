@@ -1,6 +1,7 @@
 //! The test kit's etcd members (for the etcd backend to come): a cluster
-//! of 3 forms on free loopback ports, keeps serving with one member lost,
-//! takes it back, and leaves no process behind.
+//! of 3 forms on free loopback ports as one cluster (a quorum of two),
+//! keeps serving with one member lost, takes members back, and leaves no
+//! process behind.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,25 @@ fn an_etcd_cluster_of_three_survives_a_lost_member_and_stops_with_its_test() {
     }
     members[0].restart();
     assert!(members[0].healthy());
+    // One cluster, not three alone: with two members gone the last one
+    // has no quorum.
+    members[0].kill();
+    members[1].kill();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while members[2].healthy() {
+        assert!(
+            Instant::now() < deadline,
+            "a member alone kept a quorum: the members are not one cluster"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Back with one member: two of three again.
+    members[0].restart();
+    assert!(
+        healthy_within(&members[2], Duration::from_secs(15)),
+        "the quorum did not come back"
+    );
+    members[1].restart();
     let pids: Vec<u32> = members.iter().filter_map(EtcdServer::pid).collect();
     assert_eq!(pids.len(), 3);
     drop(members);
