@@ -202,8 +202,14 @@ impl From<redis::RedisError> for StoreError {
             }
             (_, Some("NOAUTH")) => Some(Refusal::PasswordRequired),
             (_, Some("NOPERM")) => Some(Refusal::PermissionDenied),
-            // A command a script calls is denied with an `ERR` that quotes it.
-            _ if err.detail().is_some_and(|d| d.contains("NOPERM")) => {
+            // A command a script calls is denied with an `ERR` that quotes
+            // the denial (`NOPERM`), or, before Redis 7.2, that says "The
+            // user executing the script can't run this command / access at
+            // least one of the keys / publish to the channel".
+            _ if err.detail().is_some_and(|d| {
+                d.contains("NOPERM") || d.contains("The user executing the script can't")
+            }) =>
+            {
                 Some(Refusal::PermissionDenied)
             }
             _ if tls_failed(&err) => Some(Refusal::TlsRejected),

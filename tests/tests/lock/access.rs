@@ -105,6 +105,27 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
     odd.release().await.unwrap();
 }
 
+/// A grant missing for a command the scripts call (here `+publish`, which
+/// a release with a waiter needs) is told as `PermissionDenied` naming
+/// the lock, not as an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_missing_inside_a_script_is_permission_denied() {
+    let mut user = vec!["--user", "locks", "on", ">pw"];
+    user.extend(RULE.iter().filter(|grant| **grant != "+publish"));
+    let server = RedisServer::options().args(user).start();
+    let url = format!("redis://locks:pw@127.0.0.1:{}", server.port());
+    let holder = Locker::redis(&url).await.unwrap();
+    let other = Locker::redis(&url).await.unwrap();
+    let held = holder.lock("order:1").await.unwrap();
+    // Found held: the release must now tell a waiter.
+    assert!(other.try_lock("order:1").await.unwrap().is_none());
+    let err = held.release().await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::PermissionDenied { key, .. } if key == "order:1"),
+        "{err:?}"
+    );
+}
+
 /// Every kind of lock as an ACL user on a Redis Cluster, with the
 /// README's rule plus [`CLUSTER_RULE`] set on every node: waiters woken
 /// through shard channels (and unsubscribed after), replica confirmation
