@@ -10,42 +10,16 @@
 //!
 //! `cargo run --release -p lock-bench --example cluster`
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_core::Locker;
+
+#[path = "shared/u16.rs"]
+mod u16;
 use lock_testkit::{ClusterSet, LOCK_CLIENT_COMMANDS, RedisServer, command_calls};
+use u16::u16;
 
-const WINDOW: Duration = Duration::from_secs(3);
-const TASKS: usize = 16;
 const ROUNDS: usize = 3;
-
-/// Acquisitions (each released) of `TASKS` tasks on `locker` in `WINDOW`.
-async fn u16(locker: &Locker, label: &str) -> (u64, f64) {
-    let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|task| {
-            let (locker, done, label) = (locker.clone(), done.clone(), label.to_owned());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while started.elapsed() < WINDOW {
-                    let key = format!("{label}:{task}:{n}");
-                    let guard = locker.lock(key).await.expect("acquire");
-                    guard.release().await.expect("release");
-                    n += 1;
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("task");
-    }
-    let done = done.load(Ordering::Relaxed);
-    (done, done as f64 / started.elapsed().as_secs_f64())
-}
 
 /// Commands the lock client sent to each of `masters` since their last
 /// reset (and resets them again).

@@ -57,6 +57,25 @@ fn server_with_rule(extra: &[&str]) -> (RedisServer, String) {
     (server, url)
 }
 
+/// `a` takes `kind` and holds it `for_` (renewing), while `b` waits for
+/// it; `a` releases and `b` gets it, woken by the release.
+async fn handed_over(
+    a: &Locker,
+    b: &Locker,
+    kind: fn(&Locker) -> lock_core::LockRequest,
+    for_: Duration,
+) {
+    let first = kind(a).await.unwrap();
+    let second = tokio::spawn({
+        let request = kind(b).wait(Duration::from_secs(10));
+        async move { request.await }
+    });
+    tokio::time::sleep(for_).await;
+    assert!(first.is_held(), "renewals were refused");
+    first.release().await.unwrap();
+    second.await.unwrap().unwrap().release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
     let (_server, url) = server_with_rule(&[]);
@@ -69,15 +88,7 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
     let b = Locker::builder().ttl(ttl).redis(&url).await.unwrap();
 
     // Plain, with a waiter woken by the release (pub/sub) and renewals.
-    let held = a.lock("order:1").await.unwrap();
-    let waiting = tokio::spawn({
-        let b = b.clone();
-        async move { b.lock("order:1").wait(Duration::from_secs(10)).await }
-    });
-    tokio::time::sleep(ttl).await;
-    assert!(held.is_held(), "renewals were refused");
-    held.release().await.unwrap();
-    waiting.await.unwrap().unwrap().release().await.unwrap();
+    handed_over(&a, &b, |l| l.lock("order:1"), ttl).await;
 
     // Every other kind, each also waited for once.
     let kinds: [fn(&Locker) -> lock_core::LockRequest; 5] = [
@@ -88,14 +99,7 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user() {
         |l| l.striped("stock:1", 1),
     ];
     for kind in kinds {
-        let first = kind(&a).await.unwrap();
-        let second = tokio::spawn({
-            let request = kind(&b).wait(Duration::from_secs(10));
-            async move { request.await }
-        });
-        tokio::time::sleep(ttl / 2).await;
-        first.release().await.unwrap();
-        second.await.unwrap().unwrap().release().await.unwrap();
+        handed_over(&a, &b, kind, ttl / 2).await;
     }
     let both = a.lock_all(["acct:1", "acct:2"]).await.unwrap();
     both.release().await.unwrap();
@@ -159,15 +163,7 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user_on_a_cluster() {
         |l| l.semaphore("pool:1", 1),
     ];
     for kind in kinds {
-        let first = kind(&a).await.unwrap();
-        let second = tokio::spawn({
-            let request = kind(&b).wait(Duration::from_secs(10));
-            async move { request.await }
-        });
-        tokio::time::sleep(ttl).await;
-        assert!(first.is_held(), "renewals were refused");
-        first.release().await.unwrap();
-        second.await.unwrap().unwrap().release().await.unwrap();
+        handed_over(&a, &b, kind, ttl).await;
     }
     // The waiter's shard subscription went with it (SUNSUBSCRIBE allowed).
     let keys = a.stored_keys("order:1").unwrap();

@@ -10,6 +10,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::{HubInner, lock};
 use crate::backend::redis::connection::Endpoint;
+use crate::backend::redis::once;
 use crate::store_error::StoreError;
 
 pub(super) struct Plain {
@@ -61,18 +62,10 @@ impl Plain {
         let live = connection.as_mut().expect("connected above");
         let generation = self.generation.load(Ordering::Relaxed);
         let (releases, id, first) = lock(&hub.table).join(channel, generation);
-        if first {
-            let confirmed = tokio::time::timeout(hub.timeout, live.sink.subscribe(channel)).await;
-            let failure = match confirmed {
-                Ok(Ok(())) => None,
-                Ok(Err(err)) => Some(StoreError::from(err)),
-                Err(_) => Some(StoreError::timed_out(hub.timeout)),
-            };
-            if let Some(err) = failure {
-                live.alive.store(false, Ordering::Relaxed);
-                lock(&hub.table).leave(channel, id);
-                return Err(err);
-            }
+        if first && let Err(err) = once(hub.timeout, live.sink.subscribe(channel)).await {
+            live.alive.store(false, Ordering::Relaxed);
+            lock(&hub.table).leave(channel, id);
+            return Err(err);
         }
         Ok((releases, id))
     }
@@ -106,9 +99,7 @@ impl Plain {
             let pubsub = pubsub.inspect_err(|err| self.endpoint.failed(master, err))?;
             Ok::<_, StoreError>((pubsub, master))
         };
-        let (pubsub, master) = tokio::time::timeout(hub.timeout, connect)
-            .await
-            .map_err(|_| StoreError::timed_out(hub.timeout))??;
+        let (pubsub, master) = once(hub.timeout, connect).await?;
         let (sink, mut stream) = pubsub.split();
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         // Signals of an older connection are closed here (if its reader has

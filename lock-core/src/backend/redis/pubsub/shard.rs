@@ -18,6 +18,7 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{OnceCell, watch};
 
 use super::{HubInner, Table, lock};
+use crate::backend::redis::once;
 use crate::store_error::{Refusal, StoreError};
 
 pub(super) struct Shard {
@@ -55,9 +56,7 @@ impl Shard {
         let connect = self
             .connection
             .get_or_try_init(|| self.client.get_async_connection());
-        let connection = tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| StoreError::timed_out(timeout))??;
+        let connection = once(timeout, connect).await?;
         Ok(connection.clone())
     }
 
@@ -72,20 +71,12 @@ impl Shard {
         let _changing = self.changing.lock().await;
         self.forget_stale(hub, &connection).await;
         let (releases, id, first) = lock(&hub.table).join(channel, 0);
-        if first {
-            let confirmed = tokio::time::timeout(hub.timeout, connection.ssubscribe(channel)).await;
-            let failure = match confirmed {
-                Ok(Ok(())) => None,
-                Ok(Err(err)) => Some(StoreError::from(err)),
-                Err(_) => Some(StoreError::timed_out(hub.timeout)),
-            };
-            if let Some(err) = failure {
-                let mut table = lock(&hub.table);
-                table.leave(channel, id);
-                // A subscription that ran out of time may still be made.
-                table.forget_later([channel.to_owned()]);
-                return Err(err);
-            }
+        if first && let Err(err) = once(hub.timeout, connection.ssubscribe(channel)).await {
+            let mut table = lock(&hub.table);
+            table.leave(channel, id);
+            // A subscription that ran out of time may still be made.
+            table.forget_later([channel.to_owned()]);
+            return Err(err);
         }
         Ok((releases, id))
     }
