@@ -121,7 +121,7 @@ impl LockerBuilder {
         self
     }
 
-    fn validated(self) -> Result<Config, LockError> {
+    pub(crate) fn validated(self) -> Result<Config, LockError> {
         let config = self.config;
         validate_namespace(&config.namespace)?;
         if config.ttl < MIN_TTL {
@@ -265,7 +265,7 @@ impl LockerBuilder {
 
     /// The Locker over a Redis backend just connected, once one round trip
     /// has checked the connection as a lock would use it.
-    async fn checked(
+    pub(crate) async fn checked(
         connect: Result<impl Backend, StoreError>,
         config: Config,
     ) -> Result<Locker, LockError> {
@@ -285,20 +285,5 @@ impl LockerBuilder {
             .map_err(|err| failed(err.unknown(false)))?;
         tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");
         Ok(Locker::from_parts(Arc::new(backend), config))
-    }
-
-    /// Redis at `REDIS_URL` when it is set (an unreachable server is an
-    /// error, not a silent fallback), else the memory backend with a logged
-    /// warning.
-    pub async fn from_env(self) -> Result<Locker, LockError> {
-        match std::env::var("REDIS_URL") {
-            Ok(url) if !url.trim().is_empty() => self.redis(url.trim()).await,
-            _ => {
-                tracing::warn!(
-                    "REDIS_URL is not set: locks use the in-process backend and hold within this process only"
-                );
-                self.memory()
-            }
-        }
     }
 }

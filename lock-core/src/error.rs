@@ -80,8 +80,8 @@ pub enum LockError {
 
     /// The store URL does not parse. Not retried: fix the URL.
     #[error(
-        "invalid lock store URL; write it as redis://[user[:password]@]host[:port][/db] or \
-         redis+unix:///path"
+        "invalid lock store URL; write it as redis://[user[:password]@]host[:port][/db], \
+         redis+unix:///path or etcd://[user:password@]host:port[,host:port...]"
     )]
     InvalidUrl {
         /// What the URL parser said.
@@ -93,8 +93,8 @@ pub enum LockError {
     /// `rediss://` when lock-core is built without its `tls` feature: turn
     /// it on). Not retried.
     #[error(
-        "lock store URL scheme `{scheme}` is not supported; use redis:// or redis+unix:// \
-         (rediss:// needs lock-core's `tls` feature)"
+        "lock store URL scheme `{scheme}` is not supported; use redis://, redis+unix:// or \
+         etcd:// (rediss:// needs lock-core's `tls` feature, etcd:// its `etcd` feature)"
     )]
     UnsupportedScheme {
         /// The scheme of the URL, such as `rediss`.

@@ -121,6 +121,13 @@ impl LockGuard {
         self.lease.is_held()
     }
 
+    /// The lease's ttl as the store granted it: the one asked for, or
+    /// longer where the store has a minimum or whole seconds (etcd). The
+    /// deadline and renewals follow it.
+    pub fn ttl(&self) -> Duration {
+        self.lease.ttl
+    }
+
     /// Time left until the local deadline, unless renewed before (zero once
     /// passed or lost).
     pub fn expires_in(&self) -> Duration {

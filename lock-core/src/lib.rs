@@ -95,6 +95,7 @@ mod acquire;
 pub mod axum;
 pub mod backend;
 mod builder;
+mod connect;
 mod error;
 pub mod fence;
 mod future;

@@ -132,7 +132,16 @@ impl Locker {
         Locker::builder().redis(url).await
     }
 
-    /// Redis at `REDIS_URL` when it is set, else the memory backend with a
+    /// A Locker on the store `url` names, with default settings: Redis
+    /// (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
+    /// `redis+cluster://`) or etcd (`etcd://`, feature `etcd`). See
+    /// [`LockerBuilder::connect`].
+    pub async fn connect(url: &str) -> Result<Locker, LockError> {
+        Locker::builder().connect(url).await
+    }
+
+    /// The store at `LOCK_URL` (any scheme [`connect`](Self::connect)
+    /// takes), else Redis at `REDIS_URL`, else the memory backend with a
     /// logged warning (locks then hold within this process only).
     pub async fn from_env() -> Result<Locker, LockError> {
         Locker::builder().from_env().await

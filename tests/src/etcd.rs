@@ -87,6 +87,10 @@ impl EtcdServer {
             .args(["--initial-cluster-state", state])
             .args(["--initial-cluster-token", &self.token])
             .args(["--logger", "zap", "--log-outputs", "stderr"])
+            // Elections within a quarter second: the minimum lease ttl
+            // (1.5 election timeouts, in whole seconds) is then 1 s, which
+            // the contract's sub-second leases round up to.
+            .args(["--heartbeat-interval", "25", "--election-timeout", "250"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

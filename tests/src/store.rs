@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_core::backend::{
-    Attempt, Claim, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal, StoreFuture,
+    Attempt, Claim, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal,
+    StoreFuture,
 };
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
-use crate::{ClusterSet, RedisServer, SentinelSet};
+use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet};
 
 /// A store under test.
 pub enum TestStore {
@@ -28,6 +29,8 @@ pub enum TestStore {
     RedLock(Vec<RedisServer>),
     /// A Redis Cluster from the kit (3 masters, 3 replicas).
     Cluster(ClusterSet),
+    /// A single etcd member from the kit.
+    Etcd(EtcdServer),
 }
 
 impl TestStore {
@@ -64,10 +67,22 @@ impl TestStore {
         TestStore::Cluster(ClusterSet::start())
     }
 
+    /// A fresh single-member etcd.
+    pub fn etcd() -> Self {
+        TestStore::Etcd(EtcdServer::start())
+    }
+
     /// Whether the store keeps every kind of lock (RedLock keeps the plain
     /// lock and the multi-lock over it only).
     pub fn keeps_the_family(&self) -> bool {
         !matches!(self, TestStore::RedLock(_))
+    }
+
+    /// Whether a waiter for a plain lock leaves a ticket in the store
+    /// (etcd: every lock is a queue of entries), which giving up withdraws
+    /// with a release.
+    pub fn plain_locks_queue(&self) -> bool {
+        matches!(self, TestStore::Etcd(_))
     }
 
     /// The server, for Redis stores (inspected over plain TCP): the first
@@ -83,7 +98,19 @@ impl TestStore {
             TestStore::Sentinel(set) => vec![set.first_master()],
             TestStore::RedLock(masters) => masters.iter().collect(),
             TestStore::Cluster(cluster) => cluster.nodes().iter().collect(),
-            TestStore::Memory(_) => vec![],
+            TestStore::Memory(_) | TestStore::Etcd(_) => vec![],
+        }
+    }
+
+    /// Asserts that the store keeps nothing of any lock (a Redis server no
+    /// lasting key, etcd no key at all), naming what is left.
+    pub async fn assert_nothing_left(&self) {
+        match self {
+            TestStore::Etcd(member) => {
+                let left = etcd_keys(member).await;
+                assert!(left.is_empty(), "left behind in etcd: {left:?}");
+            }
+            _ => crate::assert_nothing_left(self.servers()).await,
         }
     }
 
@@ -125,6 +152,11 @@ impl TestStore {
                     .await
                     .expect("connect to the test cluster"),
             ),
+            TestStore::Etcd(member) => Arc::new(
+                EtcdBackend::connect(&[member.endpoint().as_str()], Duration::from_secs(2))
+                    .await
+                    .expect("connect to the test etcd"),
+            ),
             TestStore::RedLock(masters) => {
                 let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -149,6 +181,23 @@ impl TestStore {
             TestStore::Memory(memory) => {
                 assert!(memory.evict(&keys), "no lease to evict");
             }
+            TestStore::Etcd(member) => {
+                let mut client = etcd_client(member).await;
+                let kinds = [
+                    keys.lease().to_owned(),
+                    keys.fair(),
+                    keys.rw(),
+                    keys.permits(),
+                    keys.segments(),
+                ];
+                let mut removed = 0;
+                for kind in kinds {
+                    let prefix = etcd_client::DeleteOptions::new().with_prefix();
+                    let deleted = client.delete(format!("{kind}/"), Some(prefix)).await;
+                    removed += deleted.expect("delete in etcd").deleted();
+                }
+                assert!(removed >= 1, "no lease to delete");
+            }
             _ => {
                 let kinds = [keys.fair(), keys.rw(), keys.permits(), keys.segments()];
                 let mut removed = 0;
@@ -167,6 +216,30 @@ impl TestStore {
             }
         }
     }
+}
+
+/// A client of the test member `member`.
+pub async fn etcd_client(member: &EtcdServer) -> etcd_client::Client {
+    etcd_client::Client::connect([member.endpoint()], None)
+        .await
+        .expect("connect to the test etcd")
+}
+
+/// Every key in the etcd of `member`.
+pub async fn etcd_keys(member: &EtcdServer) -> Vec<String> {
+    let all = etcd_client::GetOptions::new()
+        .with_all_keys()
+        .with_keys_only();
+    let reply = etcd_client(member)
+        .await
+        .get("", Some(all))
+        .await
+        .expect("list etcd keys");
+    reply
+        .kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect()
 }
 
 /// A backend wrapper that counts the store requests a Locker makes (the

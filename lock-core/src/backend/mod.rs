@@ -24,11 +24,15 @@ use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
 mod claim;
+#[cfg(feature = "etcd")]
+mod etcd;
 pub mod memory;
 pub mod redis;
 mod redlock;
 
 pub use self::claim::{Attempt, Claim, Grant};
+#[cfg(feature = "etcd")]
+pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;

@@ -455,7 +455,7 @@ pub(crate) async fn nothing_left_after(
 
 /// No stored key is left (on a store with a server to ask).
 pub(crate) async fn store_is_empty(store: &TestStore) {
-    lock_testkit::assert_nothing_left(store.servers()).await;
+    store.assert_nothing_left().await;
 }
 
 pub async fn bad_keys_are_refused_and_odd_keys_work(store: TestStore) {

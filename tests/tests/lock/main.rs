@@ -26,6 +26,7 @@ macro_rules! on_every_backend {
         on_stores!(redis_sentinel_backend, sentinel, $($plain,)* $($family,)*);
         on_stores!(redis_cluster_backend, cluster, $($plain,)* $($family,)*);
         on_stores!(redlock_backend, redlock, $($plain,)*);
+        on_stores!(etcd_backend, etcd, $($plain,)* $($family,)*);
     };
 }
 

@@ -1,0 +1,64 @@
+//! What an etcd failure means for a lock ([`StoreError`]), and one bounded
+//! request ([`bounded`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::Error;
+use tonic::Code;
+
+use crate::store_error::{Refusal, StoreError};
+
+/// Awaits `request` for at most `timeout`. `writes` says whether the
+/// request changes the store: a write that fails on the way or runs out of
+/// time may have been applied.
+pub(super) async fn bounded<T>(
+    timeout: Duration,
+    writes: bool,
+    request: impl Future<Output = Result<T, Error>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(err)) => Err(store_error(err, writes)),
+        Err(_) => Err(StoreError::timed_out(timeout).unknown(writes)),
+    }
+}
+
+/// etcd answered that the lease named in a request is gone (it expired or
+/// was revoked): nothing was applied.
+#[derive(Debug, thiserror::Error)]
+#[error("etcd no longer has the lease")]
+pub(super) struct LeaseGone;
+
+/// Whether `err` is etcd saying the lease is gone.
+pub(super) fn lease_gone(err: &StoreError) -> bool {
+    std::error::Error::source(err).is_some_and(|source| source.is::<LeaseGone>())
+}
+
+/// `err` as a [`StoreError`]; `writes` as in [`bounded`].
+pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
+    if lease_not_found(&err) {
+        return StoreError::permanent(LeaseGone);
+    }
+    let status = match &err {
+        Error::GRpcStatus(status) => status,
+        Error::InvalidUri(_) | Error::InvalidArgs(_) => {
+            return StoreError::refused(Refusal::InvalidUrl, err);
+        }
+        _ => return StoreError::new(err, writes),
+    };
+    match status.code() {
+        Code::Unauthenticated => StoreError::refused(Refusal::AuthenticationFailed, err),
+        Code::PermissionDenied => StoreError::refused(Refusal::PermissionDenied, err),
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange | Code::NotFound => {
+            StoreError::permanent(err)
+        }
+        _ => StoreError::new(err, writes),
+    }
+}
+
+/// Whether etcd answered that a lease is gone.
+fn lease_not_found(err: &Error) -> bool {
+    matches!(err, Error::GRpcStatus(status)
+        if status.code() == Code::NotFound && status.message().contains("lease not found"))
+}

@@ -1,0 +1,396 @@
+//! The etcd backend: each acquisition puts an entry
+//! `<namespace>:{<key>}:<kind>/<owner>` under a lease of this backend, and
+//! holds when the entries created before it allow (see [`queue`]). The
+//! entry's create revision is the fencing token: etcd's revision only ever
+//! grows, across leader changes too.
+//!
+//! One lease per ttl (in whole seconds) is shared by every lock of that
+//! ttl ([`leases`]): renewals cost one keep-alive per lease and one read
+//! per 128 locks on each renewal tick, not a call per lock. Waiters watch
+//! the entry before theirs ([`turn`]). Entries no longer renewed are
+//! deleted at their ttl ([`held`]).
+
+mod connect;
+mod errors;
+mod held;
+mod leases;
+mod queue;
+mod rounds;
+mod turn;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use etcd_client::Client;
+use tokio::time::Instant;
+
+use self::errors::lease_gone;
+use self::held::{Entry, Held, MAX_TXN_OPS, Standing, delete_entry};
+use self::leases::{Lease, Leases};
+use self::queue::{Names, find_segment, take_place, take_segment};
+use self::rounds::Rounds;
+use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+use crate::token::FencingToken;
+
+/// Leases in etcd (feature `etcd`): made by
+/// [`LockerBuilder::etcd`](crate::LockerBuilder::etcd) or an `etcd://` URL.
+///
+/// Every kind of lock runs on it. Grants are fair (in the order entries
+/// were created) for every kind, the plain lock included. A lease's ttl is
+/// whole seconds, at least etcd's minimum (by default 2 s: 1.5 times the
+/// election timeout, rounded up): a lock asking for less is granted that,
+/// and its guard's deadline and renewals follow the granted ttl.
+#[derive(Clone)]
+pub struct EtcdBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Client,
+    timeout: Duration,
+    leases: Leases,
+    held: Arc<Held>,
+    /// The task that checks held entries for renewals, on the runtime that
+    /// last renewed.
+    standing: Mutex<Option<Rounds<Standing>>>,
+    /// The reaper task (see [`held`]), likewise.
+    reaper: Mutex<Option<tokio::task::AbortHandle>>,
+    description: String,
+}
+
+impl EtcdBackend {
+    fn new(client: Client, timeout: Duration, description: String) -> Self {
+        EtcdBackend {
+            shared: Arc::new(Shared {
+                leases: Leases::new(client.clone(), timeout),
+                client,
+                timeout,
+                held: Arc::default(),
+                standing: Mutex::default(),
+                reaper: Mutex::default(),
+                description,
+            }),
+        }
+    }
+
+    /// Entries this backend holds or waits with (each held lock and each
+    /// waiting ticket has one, until it is released or runs out).
+    pub fn entries(&self) -> usize {
+        self.shared.held.len()
+    }
+
+    async fn acquire(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        let shared = &self.shared;
+        let started = Instant::now();
+        let mut lease = shared.leases.for_ttl(ttl).await?;
+        // A lease that ran out behind this backend's back (a pause longer
+        // than its ttl) is replaced once.
+        for retry in [false, true] {
+            match self
+                .acquire_under(keys, claim, owner, &lease, started)
+                .await
+            {
+                Err(Gone::Lease) if !retry => {
+                    shared.leases.forget(&lease);
+                    lease = shared.leases.for_ttl(ttl).await?;
+                }
+                Err(Gone::Lease) => break,
+                Err(Gone::Store(err)) => return Err(err),
+                Ok(attempt) => return Ok(attempt),
+            }
+        }
+        Err(StoreError::new("etcd dropped a fresh lease", true))
+    }
+
+    /// One try under `lease`, kept alive since `started`.
+    async fn acquire_under(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+        lease: &Arc<Lease>,
+        started: Instant,
+    ) -> Result<Attempt, Gone> {
+        let shared = &self.shared;
+        let (client, timeout) = (&shared.client, shared.timeout);
+        let names = Names::of(keys, claim, owner);
+        // The keep-alive goes with the put: the entry then lives a full
+        // ttl from `started`, whenever the lease was last renewed.
+        let alive = lease.confirm_since(started);
+        let (place, alive) = match claim {
+            Claim::Segment { of } => {
+                let take = take_segment(client, timeout, &names.base, of, owner, lease.id);
+                let (segment, alive) = tokio::join!(take, alive);
+                let placed = segment.map_err(Gone::from)?.map(|segment| {
+                    let index = segment.index;
+                    (Placed::from(segment), Some(index))
+                });
+                (placed, alive)
+            }
+            _ => {
+                let (place, alive) =
+                    tokio::join!(take_place(client, timeout, &names, claim, lease.id), alive);
+                let place = place.map_err(Gone::from)?;
+                let placed = Placed {
+                    stored: names.entry.clone(),
+                    revision: place.revision,
+                    lease: place.lease,
+                    holds: place.holds,
+                };
+                (Some((placed, None)), alive)
+            }
+        };
+        if !alive.map_err(Gone::Store)? {
+            return Err(Gone::Lease);
+        }
+        let Some((placed, segment)) = place else {
+            return Ok(Attempt::Held { remaining: None });
+        };
+        // An entry an earlier send put may be under an earlier lease.
+        let lease = if placed.lease == lease.id {
+            Arc::clone(lease)
+        } else {
+            match shared.leases.by_id(placed.lease) {
+                Some(earlier) => earlier,
+                None => {
+                    let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
+                    return Err(Gone::Lease);
+                }
+            }
+        };
+        let ttl = lease.ttl;
+        let entry = Entry {
+            stored: placed.stored,
+            revision: placed.revision,
+            lease,
+            expires: Instant::now() + ttl,
+        };
+        self.shared.held.put(names.entry, entry);
+        self.reaper();
+        let token = u64::try_from(placed.revision).unwrap_or(0);
+        if !placed.holds {
+            // Asked again well within the ticket's ttl, which keeps it.
+            return Ok(Attempt::Queued {
+                remaining: Some(ttl / 3),
+            });
+        }
+        let grant = Grant::new(FencingToken::new(token), ttl);
+        Ok(Attempt::Acquired(match segment {
+            Some(index) => grant.with_segment(index),
+            None => grant,
+        }))
+    }
+
+    async fn renew_entry(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let names = Names::of(keys, claim, owner);
+        let Some(entry) = self.shared.held.extend(&names.entry) else {
+            return Ok(false);
+        };
+        let standing = self.standing();
+        let check = standing.ask((entry.stored.clone(), entry.revision));
+        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
+        let stands =
+            stands.unwrap_or_else(|| Err(StoreError::new("the renewal task stopped", false)));
+        Ok(alive? && stands?)
+    }
+
+    async fn release_entry(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let shared = &self.shared;
+        let names = Names::of(keys, claim, owner);
+        let (stored, revision) = match shared.held.take(&names.entry) {
+            Some(entry) => (entry.stored, Some(entry.revision)),
+            None => match claim {
+                Claim::Segment { .. } => {
+                    match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
+                        Some((stored, revision)) => (stored, Some(revision)),
+                        None => return Ok(false),
+                    }
+                }
+                // The entry's name is the owner's own.
+                _ => (names.entry, None),
+            },
+        };
+        match revision {
+            Some(revision) => delete_entry(&shared.client, shared.timeout, &stored, revision).await,
+            None => {
+                let mut client = shared.client.clone();
+                let deleted =
+                    errors::bounded(shared.timeout, true, client.delete(stored, None)).await?;
+                Ok(deleted.deleted() > 0)
+            }
+        }
+    }
+
+    async fn subscribe_turn(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        ticket: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        let shared = &self.shared;
+        let (client, timeout) = (shared.client.clone(), shared.timeout);
+        let names = Names::of(keys, claim, ticket.unwrap_or(""));
+        let entry = ticket.and_then(|_| shared.held.get(&names.entry));
+        match entry {
+            Some(entry) => turn::turn_of(client, timeout, names, claim, entry.revision).await,
+            None => turn::deletes_under(client, timeout, names.ahead(claim)).await,
+        }
+    }
+
+    /// The task that checks held entries, started on this runtime if there
+    /// is none.
+    fn standing(&self) -> Rounds<Standing> {
+        let mut standing = self
+            .shared
+            .standing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*standing {
+            Some(rounds) if !rounds.is_closed() => rounds.clone(),
+            _ => {
+                let round = Standing {
+                    client: self.shared.client.clone(),
+                    timeout: self.shared.timeout,
+                };
+                let rounds = Rounds::spawn(round, MAX_TXN_OPS);
+                *standing = Some(rounds.clone());
+                rounds
+            }
+        }
+    }
+
+    /// Starts the reaper on this runtime if it is not running.
+    fn reaper(&self) {
+        let mut reaper = self
+            .shared
+            .reaper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if reaper.as_ref().is_some_and(|task| !task.is_finished()) {
+            return;
+        }
+        let shared = &self.shared;
+        let task = tokio::spawn(held::reap(
+            Arc::downgrade(&shared.held),
+            Arc::clone(&shared.held.changed),
+            shared.client.clone(),
+            shared.timeout,
+        ));
+        *reaper = Some(task.abort_handle());
+    }
+}
+
+/// An entry put or found, and whether it holds.
+struct Placed {
+    stored: String,
+    revision: i64,
+    lease: i64,
+    holds: bool,
+}
+
+impl From<queue::Segment> for Placed {
+    fn from(segment: queue::Segment) -> Self {
+        Placed {
+            stored: segment.stored,
+            revision: segment.revision,
+            lease: segment.lease,
+            holds: true,
+        }
+    }
+}
+
+/// Why one try under a lease failed.
+enum Gone {
+    /// The lease is gone: try once more under a new one.
+    Lease,
+    Store(StoreError),
+}
+
+impl From<StoreError> for Gone {
+    fn from(err: StoreError) -> Self {
+        match lease_gone(&err) {
+            true => Gone::Lease,
+            false => Gone::Store(err),
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .reaper
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Backend for EtcdBackend {
+    fn supports(&self, _: Claim) -> bool {
+        true
+    }
+
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(self.acquire(keys, claim, owner, ttl))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(self.renew_entry(keys, claim, owner))
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(self.release_entry(keys, claim, owner))
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        ticket: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
+    }
+
+    fn describe(&self) -> String {
+        self.shared.description.clone()
+    }
+}

@@ -1,0 +1,268 @@
+//! Taking a place: each acquisition puts an entry under the lock's prefix,
+//! once (create-if-absent, so a repeated request finds its entry again),
+//! and holds when the entries created before it allow: none for a plain,
+//! fair or write lock, no writer for a reader, fewer than N for one of N
+//! permits. The others wait their turn, fair by create revision. A
+//! striped lock's segments are fixed entries, taken if free.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, KeyValue, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, TxnOpResponse,
+};
+
+use super::errors::bounded;
+use crate::backend::Claim;
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+
+/// Where a claim's entries are, and what an entry is called.
+pub(super) struct Names {
+    /// The prefix of every entry of the claim's kind on the key.
+    pub(super) base: String,
+    /// The entry of this acquisition (the ticket name, for a segment).
+    pub(super) entry: String,
+}
+
+impl Names {
+    /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
+    /// is a lock of its own, as on Redis; a read-write lock's readers and
+    /// writers share one prefix, in sub-prefixes of their own.
+    pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
+        let base = match claim {
+            Claim::Fair => keys.fair(),
+            Claim::Read | Claim::Write => keys.rw(),
+            Claim::Permit { .. } => keys.permits(),
+            Claim::Segment { .. } => keys.segments(),
+            _ => keys.lease().to_owned(),
+        } + "/";
+        let entry = match claim {
+            Claim::Read => format!("{base}r/{owner}"),
+            Claim::Write => format!("{base}w/{owner}"),
+            // Segments are stored as `<base><segment>`; this names the ticket.
+            Claim::Segment { .. } => format!("{base}owner/{owner}"),
+            _ => format!("{base}{owner}"),
+        };
+        Names { base, entry }
+    }
+
+    /// The entries a waiter of `claim` waits for: all of the kind's, or a
+    /// reader only the writers'.
+    pub(super) fn ahead(&self, claim: Claim) -> String {
+        match claim {
+            Claim::Read => format!("{}w/", self.base),
+            _ => self.base.clone(),
+        }
+    }
+}
+
+/// An entry put or found: its create revision, and whether the entries
+/// before it let it hold.
+pub(super) struct Place {
+    pub(super) revision: i64,
+    pub(super) lease: i64,
+    pub(super) holds: bool,
+}
+
+/// Puts `names.entry` under `lease` unless it exists, and reads whether it
+/// holds, in one transaction.
+pub(super) async fn take_place(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    claim: Claim,
+    lease: i64,
+) -> Result<Place, StoreError> {
+    let first = GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend);
+    // The entries that decide: the first of the kind (or, for a reader,
+    // the first writer), or the first N for N permits.
+    let (value, limit) = match claim {
+        Claim::Permit { of } => (of.to_string(), i64::from(of)),
+        _ => (String::new(), 1),
+    };
+    let deciding = TxnOp::get(names.ahead(claim), Some(first.with_limit(limit)));
+    let mine = TxnOp::get(names.entry.as_str(), None);
+    let put = TxnOp::put(
+        names.entry.as_str(),
+        value,
+        Some(PutOptions::new().with_lease(lease)),
+    );
+    let txn = Txn::new()
+        .when([Compare::create_revision(
+            names.entry.as_str(),
+            CompareOp::Equal,
+            0,
+        )])
+        .and_then([put, mine.clone(), deciding.clone()])
+        .or_else([mine, deciding]);
+    let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
+    let mut gets = reply.op_responses().into_iter().filter_map(|r| match r {
+        TxnOpResponse::Get(got) => Some(got),
+        _ => None,
+    });
+    let (Some(mine), Some(deciding)) = (gets.next(), gets.next()) else {
+        return Err(StoreError::new("etcd answered a transaction in part", true));
+    };
+    let Some(me) = mine.kvs().first() else {
+        return Err(StoreError::new(
+            "etcd lost an entry in its own transaction",
+            true,
+        ));
+    };
+    let ahead = deciding.kvs();
+    let holds = match claim {
+        Claim::Read => ahead
+            .first()
+            .is_none_or(|writer| writer.create_revision() > me.create_revision()),
+        Claim::Permit { of } => {
+            if let Some(stored) = disagreeing(ahead, of) {
+                if reply.succeeded() {
+                    // Put by this request: not left to wait.
+                    let mut client = client.clone();
+                    let entry = names.entry.as_str();
+                    bounded(timeout, true, client.delete(entry, None)).await?;
+                }
+                return Err(StoreError::size_disagrees("permits", of, stored));
+            }
+            ahead.iter().any(|kv| kv.key() == me.key())
+        }
+        _ => ahead.first().is_some_and(|first| first.key() == me.key()),
+    };
+    Ok(Place {
+        revision: me.create_revision(),
+        lease: me.lease(),
+        holds,
+    })
+}
+
+/// The permit count of a holder that differs from `of`, if any.
+fn disagreeing(holders: &[KeyValue], of: u32) -> Option<u32> {
+    holders
+        .iter()
+        .filter_map(|kv| std::str::from_utf8(kv.value()).ok()?.parse::<u32>().ok())
+        .find(|&stored| stored != of)
+}
+
+/// A segment taken: which, and its create revision.
+pub(super) struct Segment {
+    pub(super) stored: String,
+    pub(super) index: u32,
+    pub(super) revision: i64,
+    pub(super) lease: i64,
+}
+
+/// Finds `owner`'s segment among `of` on `base`, or takes a free one;
+/// `None` if all are held. A segment's value is `<of>|<owner>`.
+pub(super) async fn take_segment(
+    client: &Client,
+    timeout: Duration,
+    base: &str,
+    of: u32,
+    owner: &str,
+    lease: i64,
+) -> Result<Option<Segment>, StoreError> {
+    let value = format!("{of}|{owner}");
+    let all = GetOptions::new().with_prefix();
+    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
+    let mut taken = Vec::new();
+    for kv in held.kvs() {
+        let Some(index) = segment_index(kv.key(), base) else {
+            continue;
+        };
+        let (stored_of, holder) = split_value(kv.value());
+        if stored_of != Some(of) {
+            let stored = stored_of.unwrap_or(0);
+            return Err(StoreError::size_disagrees("segments", of, stored));
+        }
+        if holder == owner.as_bytes() {
+            return Ok(Some(Segment {
+                stored: format!("{base}{index}"),
+                index,
+                revision: kv.create_revision(),
+                lease: kv.lease(),
+            }));
+        }
+        taken.push(index);
+    }
+    // Start at a segment of our own, so that contenders spread out.
+    let start = owner
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    for index in (0..of).map(|i| (start.wrapping_add(i)) % of) {
+        if taken.contains(&index) {
+            continue;
+        }
+        let stored = format!("{base}{index}");
+        let put = TxnOp::put(
+            stored.as_str(),
+            value.as_str(),
+            Some(PutOptions::new().with_lease(lease)),
+        );
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                stored.as_str(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([put]);
+        let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
+        if reply.succeeded() {
+            let revision = reply.header().map_or(0, |h| h.revision());
+            return Ok(Some(Segment {
+                stored,
+                index,
+                revision,
+                lease,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The segment a stored key names (`<base><index>`).
+fn segment_index(key: &[u8], base: &str) -> Option<u32> {
+    std::str::from_utf8(key.strip_prefix(base.as_bytes())?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// A segment value's count and holder.
+fn split_value(value: &[u8]) -> (Option<u32>, &[u8]) {
+    match value.iter().position(|&b| b == b'|') {
+        Some(bar) => {
+            let of = std::str::from_utf8(&value[..bar])
+                .ok()
+                .and_then(|s| s.parse().ok());
+            (of, &value[bar + 1..])
+        }
+        None => (None, value),
+    }
+}
+
+/// The segment of `owner` among the stored ones, found by value (for a
+/// release whose acquire's answer never arrived).
+pub(super) async fn find_segment(
+    client: &Client,
+    timeout: Duration,
+    base: &str,
+    owner: &str,
+) -> Result<Option<(String, i64)>, StoreError> {
+    let all = GetOptions::new().with_prefix();
+    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
+    Ok(held
+        .kvs()
+        .iter()
+        .find(|kv| {
+            segment_index(kv.key(), base).is_some() && split_value(kv.value()).1 == owner.as_bytes()
+        })
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(kv.key()).into_owned(),
+                kv.create_revision(),
+            )
+        }))
+}

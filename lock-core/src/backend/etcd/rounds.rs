@@ -1,0 +1,73 @@
+//! [`Rounds`]: requests that arrive while one is on its way go together in
+//! the next. Many held locks then cost one keep-alive and one read per
+//! renewal tick, not one call each.
+
+use std::future::Future;
+
+use tokio::sync::{mpsc, oneshot};
+
+/// Work done for many askers at once.
+pub(super) trait Round: Send + 'static {
+    /// What one asker asks.
+    type Ask: Send + 'static;
+    /// What one asker is answered.
+    type Answer: Send + 'static;
+
+    /// Answers `asks`, one answer each, in order.
+    fn run(&mut self, asks: Vec<Self::Ask>) -> impl Future<Output = Vec<Self::Answer>> + Send;
+}
+
+/// A task running one [`Round`] at a time for everyone who asked since the
+/// last one began; it ends when every clone of the `Rounds` is dropped, or
+/// with its runtime.
+pub(super) struct Rounds<R: Round> {
+    asks: mpsc::UnboundedSender<(R::Ask, oneshot::Sender<R::Answer>)>,
+}
+
+impl<R: Round> Clone for Rounds<R> {
+    fn clone(&self) -> Self {
+        Rounds {
+            asks: self.asks.clone(),
+        }
+    }
+}
+
+impl<R: Round> Rounds<R> {
+    /// Starts the task (on the current runtime); a round takes at most
+    /// `max` asks.
+    pub(super) fn spawn(mut round: R, max: usize) -> Self {
+        let (asks, mut waiting) = mpsc::unbounded_channel::<(R::Ask, oneshot::Sender<R::Answer>)>();
+        tokio::spawn(async move {
+            while let Some(first) = waiting.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < max {
+                    match waiting.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                let (asks, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                let answers = round.run(asks).await;
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    // An asker that gave up no longer listens.
+                    let _ = reply.send(answer);
+                }
+            }
+        });
+        Rounds { asks }
+    }
+
+    /// Whether the task is gone (its runtime shut down): a Locker used on
+    /// another runtime then starts another.
+    pub(super) fn is_closed(&self) -> bool {
+        self.asks.is_closed()
+    }
+
+    /// Asks in the next round; `None` if the task is gone (its runtime
+    /// shut down).
+    pub(super) async fn ask(&self, ask: R::Ask) -> Option<R::Answer> {
+        let (reply, answer) = oneshot::channel();
+        self.asks.send((ask, reply)).ok()?;
+        answer.await.ok()
+    }
+}

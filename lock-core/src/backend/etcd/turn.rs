@@ -1,0 +1,215 @@
+//! Waiting for a turn without polling. A waiter with an entry watches the
+//! one entry it waits behind (the last one created before it, of those it
+//! waits for) for its delete, then looks again, until none is left: only
+//! then is it told, once, and asks for the lock again. A waiter for one of
+//! N permits is told when fewer than N entries are before it; a waiter for
+//! a striped lock (which has no entry) of every segment freed.
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, EventType, GetOptions, SortOrder, SortTarget, WatchFilterType, WatchOptions,
+    WatchStream,
+};
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use super::errors::{bounded, store_error};
+use super::queue::Names;
+use crate::backend::{Claim, ReleaseSignal};
+use crate::store_error::StoreError;
+
+/// What a waiter waits for next.
+enum Behind {
+    /// Nothing: its turn has come.
+    Nothing,
+    /// The delete of this key (or, with `prefix`, of any key under it),
+    /// watched from the revision after `seen`.
+    Delete {
+        key: String,
+        prefix: bool,
+        seen: i64,
+    },
+}
+
+/// Aborts the watching task when the signal is dropped.
+struct Registration(AbortHandle);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Tells the waiter whose entry has create revision `revision` its turn.
+pub(super) async fn turn_of(
+    client: Client,
+    timeout: Duration,
+    names: Names,
+    claim: Claim,
+    revision: i64,
+) -> Result<ReleaseSignal, StoreError> {
+    // The first look is made here, so that a store that fails is told.
+    let first = behind(&client, timeout, &names, claim, revision).await?;
+    let (told, signal) = watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        let mut next = first;
+        loop {
+            match next {
+                Behind::Nothing => {
+                    told.send_modify(|n| *n += 1);
+                    // Kept open until the waiter drops the signal.
+                    std::future::pending::<()>().await;
+                }
+                Behind::Delete { key, prefix, seen } => {
+                    if deleted(&client, timeout, &key, prefix, seen).await.is_err() {
+                        // Dropping `told` closes the signal: the waiter
+                        // subscribes again.
+                        return;
+                    }
+                }
+            }
+            next = match behind(&client, timeout, &names, claim, revision).await {
+                Ok(next) => next,
+                Err(_) => return,
+            };
+        }
+    });
+    Ok(ReleaseSignal::new(
+        signal,
+        Registration(task.abort_handle()),
+    ))
+}
+
+/// Tells of every delete under `prefix` from now on (for waiters with no
+/// entry); active when returned.
+pub(super) async fn deletes_under(
+    client: Client,
+    timeout: Duration,
+    prefix: String,
+) -> Result<ReleaseSignal, StoreError> {
+    let mut stream = open(&client, timeout, &prefix, true, None).await?;
+    let (told, signal) = watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        while let Ok(Some(reply)) = stream.message().await {
+            if reply.canceled() {
+                return;
+            }
+            if reply
+                .events()
+                .iter()
+                .any(|e| e.event_type() == EventType::Delete)
+            {
+                told.send_modify(|n| *n += 1);
+            }
+        }
+    });
+    Ok(ReleaseSignal::new(
+        signal,
+        Registration(task.abort_handle()),
+    ))
+}
+
+/// What the waiter at `revision` waits for now.
+async fn behind(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    claim: Claim,
+    revision: i64,
+) -> Result<Behind, StoreError> {
+    // The entries created before the waiter's, newest first (etcd sorts
+    // and limits after the revision filter; a count would ignore it).
+    let before = GetOptions::new()
+        .with_prefix()
+        .with_max_create_revision(revision - 1)
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_keys_only();
+    // One of N permits waits while N are before it; others while any is.
+    let enough = match claim {
+        Claim::Permit { of } => i64::from(of),
+        _ => 1,
+    };
+    let ahead = names.ahead(claim);
+    let before = before.with_limit(enough);
+    let reply = bounded(
+        timeout,
+        false,
+        client.clone().get(ahead.as_str(), Some(before)),
+    )
+    .await?;
+    let seen = reply.header().map_or(0, |h| h.revision());
+    let kvs = reply.kvs();
+    Ok(match (claim, kvs.first()) {
+        _ if (kvs.len() as i64) < enough => Behind::Nothing,
+        // Any of them may go first.
+        (Claim::Permit { .. }, _) => Behind::Delete {
+            key: ahead,
+            prefix: true,
+            seen,
+        },
+        (_, Some(last)) => Behind::Delete {
+            key: String::from_utf8_lossy(last.key()).into_owned(),
+            prefix: false,
+            seen,
+        },
+        (_, None) => Behind::Nothing,
+    })
+}
+
+/// Waits for the delete of `key` (or of a key under it) after revision
+/// `seen`. An error if the watch broke.
+async fn deleted(
+    client: &Client,
+    timeout: Duration,
+    key: &str,
+    prefix: bool,
+    seen: i64,
+) -> Result<(), StoreError> {
+    let mut stream = open(client, timeout, key, prefix, Some(seen + 1)).await?;
+    loop {
+        match stream.message().await {
+            // History compacted past `seen`: look again.
+            Ok(Some(reply)) if reply.canceled() => return Ok(()),
+            Ok(Some(reply)) => {
+                if reply
+                    .events()
+                    .iter()
+                    .any(|e| e.event_type() == EventType::Delete)
+                {
+                    return Ok(());
+                }
+            }
+            Ok(None) => return Err(StoreError::new("the watch closed", false)),
+            Err(err) => return Err(store_error(err, false)),
+        }
+    }
+}
+
+/// A watch of deletes on `key` (or under it), from revision `from` or now,
+/// once etcd confirmed it.
+async fn open(
+    client: &Client,
+    timeout: Duration,
+    key: &str,
+    prefix: bool,
+    from: Option<i64>,
+) -> Result<WatchStream, StoreError> {
+    let mut options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+    if prefix {
+        options = options.with_prefix();
+    }
+    if let Some(from) = from {
+        options = options.with_start_revision(from);
+    }
+    let opened = async {
+        let mut stream = client.clone().watch(key, Some(options)).await?;
+        match stream.message().await? {
+            Some(reply) if reply.created() => Ok(stream),
+            _ => Err(etcd_client::Error::WatchError(
+                "the watch was not created".to_owned(),
+            )),
+        }
+    };
+    bounded(timeout, false, opened).await
+}

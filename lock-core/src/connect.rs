@@ -1,0 +1,110 @@
+//! Choosing a store: [`LockerBuilder::connect`] by URL scheme,
+//! [`LockerBuilder::etcd`], and [`LockerBuilder::from_env`].
+
+#[cfg(feature = "etcd")]
+use crate::backend::EtcdBackend;
+use crate::builder::LockerBuilder;
+use crate::error::LockError;
+use crate::locker::Locker;
+use crate::store_error::{Refusal, StoreError};
+
+impl LockerBuilder {
+    /// A Locker on the store `url` names: the scheme picks the backend, so
+    /// code that takes a URL from configuration does not change with the
+    /// store.
+    ///
+    /// - `redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
+    ///   `redis+cluster://`: Redis, as [`redis`](Self::redis);
+    /// - `etcd://[user:password@]host:port[,host:port...]`: etcd, as
+    ///   [`etcd`](Self::etcd) (feature `etcd`).
+    ///
+    /// Another scheme, or `etcd://` without the feature, is
+    /// [`UnsupportedScheme`](LockError::UnsupportedScheme).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let locker = lock_core::Locker::builder()
+    ///     .connect("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379")
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(self, url: &str) -> Result<Locker, LockError> {
+        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+        match scheme {
+            "etcd" => self.etcd_url(url).await,
+            _ if scheme.starts_with("redis") => self.redis(url).await,
+            _ => {
+                let source = StoreError::refused(
+                    Refusal::UnsupportedScheme(scheme.to_owned()),
+                    format!("no lock store is reached through `{scheme}://`"),
+                );
+                let scheme = scheme.to_owned();
+                Err(LockError::UnsupportedScheme { scheme, source })
+            }
+        }
+    }
+
+    /// A Locker on the etcd members at `endpoints` (`http://host:port`; one
+    /// reachable member is enough). Every kind of lock runs on it, granted
+    /// in arrival order; the fencing token is the create revision of the
+    /// lock's entry. A ttl is whole seconds, at least etcd's minimum (2 s
+    /// by default): a lock asking for less is granted that, which its guard
+    /// says ([`LockGuard::ttl`](crate::LockGuard::ttl)). See
+    /// [`EtcdBackend`] for how locks are kept there.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let members = ["http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379"];
+    /// let locker = lock_core::Locker::builder().etcd(&members).await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "etcd")]
+    pub async fn etcd(self, endpoints: &[&str]) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = EtcdBackend::connect(endpoints, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(feature = "etcd")]
+    async fn etcd_url(self, url: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = EtcdBackend::connect_url(url, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    async fn etcd_url(self, _url: &str) -> Result<Locker, LockError> {
+        let source = StoreError::refused(
+            Refusal::UnsupportedScheme("etcd".to_owned()),
+            "this build has no etcd backend: turn on lock-core's `etcd` feature",
+        );
+        let scheme = "etcd".to_owned();
+        Err(LockError::UnsupportedScheme { scheme, source })
+    }
+
+    /// The store at `LOCK_URL` when it is set (any scheme
+    /// [`connect`](Self::connect) takes), else Redis at `REDIS_URL`, else
+    /// the memory backend with a logged warning. A store that is named but
+    /// cannot be reached is an error, not a silent fallback.
+    pub async fn from_env(self) -> Result<Locker, LockError> {
+        let named = |name| {
+            std::env::var(name)
+                .ok()
+                .filter(|url| !url.trim().is_empty())
+        };
+        if let Some(url) = named("LOCK_URL") {
+            return self.connect(url.trim()).await;
+        }
+        if let Some(url) = named("REDIS_URL") {
+            return self.redis(url.trim()).await;
+        }
+        tracing::warn!(
+            "neither LOCK_URL nor REDIS_URL is set: locks use the in-process backend and hold within this process only"
+        );
+        self.memory()
+    }
+}
