@@ -132,17 +132,33 @@ impl EtcdServer {
 
     /// Whether the member says the cluster is healthy (it has a leader).
     pub fn healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
-            return false;
-        };
+        self.http_get("/health")
+            .is_some_and(|reply| reply.contains("\"health\":\"true\""))
+    }
+
+    /// How many messages of gRPC method `method` (`Txn`, `Range`,
+    /// `LeaseKeepAlive`, ...) the member has received: requests, and each
+    /// message of a stream.
+    pub fn requests(&self, method: &str) -> u64 {
+        let metrics = self.http_get("/metrics").expect("etcd metrics");
+        let line = format!("grpc_server_msg_received_total{{grpc_method=\"{method}\",");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&line))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|n| n as u64)
+            .sum()
+    }
+
+    /// The body and headers of `GET path` on the client port.
+    fn http_get(&self, path: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).ok()?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-        if stream.write_all(request.as_bytes()).is_err() {
-            return false;
-        }
+        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        stream.write_all(request.as_bytes()).ok()?;
         let mut reply = String::new();
         let _ = stream.read_to_string(&mut reply);
-        reply.contains("\"health\":\"true\"")
+        Some(reply)
     }
 
     /// The client endpoint, `http://127.0.0.1:<port>`.

@@ -5,6 +5,8 @@
 //! fault_client worker <lock-url> <data-url> <id> <keys> <ops> <ttl-ms> <work-ms>
 //! fault_client starve <lock-url> <data-url> <id> <ttl-ms> <block-ms>
 //! ```
+//! - `<lock-url>`: any store URL `Locker::connect` takes (`redis://`,
+//!   `etcd://`); the data server is a Redis.
 //! - `worker`: `ops` times: lock a key (`fault:<n>`), write its token twice
 //!   through the fence to the data server, work, release.
 //! - `starve`: on a single-threaded runtime, lock `fault:0`, then block the
@@ -125,7 +127,7 @@ async fn worker(args: &[String]) {
     let locker = Locker::builder()
         .ttl(ttl)
         .timeout(Duration::from_millis(timeout))
-        .redis(url)
+        .connect(url)
         .await
         .expect("lock server");
     let fence = fence(data_url).await;

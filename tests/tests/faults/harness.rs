@@ -172,12 +172,14 @@ pub struct Workers {
 
 impl Clients {
     /// Starts `shape.count` workers named `c0`, `c1`, ...
-    pub fn spawn_workers(&mut self, lock: &RedisServer, data: &RedisServer, shape: Workers) {
+    /// The lock store is the one `lock_url` names (any scheme
+    /// `Locker::connect` takes); fenced writes go to `data`.
+    pub fn spawn_workers(&mut self, lock_url: &str, data: &RedisServer, shape: Workers) {
         for i in 0..shape.count {
             let id = format!("c{i}");
             self.spawn(
                 &worker(
-                    lock, data, &id, shape.keys, shape.ops, shape.ttl, shape.work,
+                    lock_url, data, &id, shape.keys, shape.ops, shape.ttl, shape.work,
                 ),
                 &[],
             );
@@ -187,7 +189,7 @@ impl Clients {
 
 /// Worker arguments: `keys` keys, `ops` operations, lease `ttl`, `work` inside.
 pub fn worker(
-    lock: &RedisServer,
+    lock_url: &str,
     data: &RedisServer,
     id: &str,
     keys: u64,
@@ -197,7 +199,7 @@ pub fn worker(
 ) -> Vec<String> {
     vec![
         "worker".into(),
-        lock.url(),
+        lock_url.to_owned(),
         data.url(),
         id.into(),
         keys.to_string(),

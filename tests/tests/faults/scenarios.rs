@@ -14,7 +14,7 @@ use crate::harness::{
 };
 
 /// Runs blocking client orchestration off the async runtime.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
@@ -27,7 +27,7 @@ async fn s01_baseline_nothing_rejected() {
     let ttl = Duration::from_secs(5);
     let mut clients = Clients::new();
     clients.spawn_workers(
-        &lock,
+        &lock.url(),
         &data,
         Workers {
             count: 8,
@@ -57,7 +57,7 @@ async fn s02_frozen_holder_is_fenced_and_told() {
     let ttl = Duration::from_millis(400);
     let mut clients = Clients::new();
     clients.spawn_workers(
-        &lock,
+        &lock.url(),
         &data,
         Workers {
             count: 3,
@@ -117,7 +117,7 @@ async fn s03_reply_in_flight_past_the_lease() {
     let ttl = Duration::from_millis(500);
     let mut clients = Clients::new();
     clients.spawn(
-        &worker(&lock, &data, "c0", 1, 2, ttl, Duration::ZERO),
+        &worker(&lock.url(), &data, "c0", 1, 2, ttl, Duration::ZERO),
         &[("FAULT_STEP", "1"), ("FAULT_TIMEOUT_MS", "10000")],
     );
     let (lock_pid, lock_port) = (lock.pid().unwrap(), lock.port());
@@ -213,7 +213,7 @@ async fn s04_starved_watchdog() {
         (3 * ttl).as_millis().to_string(),
     ];
     clients.spawn(&starve, &[]);
-    let other = worker(&lock, &data, "w", 1, 3, ttl, Duration::ZERO);
+    let other = worker(&lock.url(), &data, "w", 1, 3, ttl, Duration::ZERO);
     let (events, pauses) = blocking(move || {
         clients.wait_for(|e| e.kind == "blocking");
         clients.spawn(&other, &[]);
@@ -386,7 +386,7 @@ async fn s08_restart_under_load() {
     let ttl = Duration::from_millis(500);
     let mut clients = Clients::new();
     clients.spawn_workers(
-        &lock,
+        &lock.url(),
         &data,
         Workers {
             count: 3,

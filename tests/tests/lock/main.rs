@@ -4,6 +4,7 @@
 mod access;
 mod cluster;
 mod conformance;
+mod etcd;
 mod etcd_kit;
 mod fence;
 mod healing;

@@ -41,7 +41,10 @@ impl EtcdBackend {
             // instead of holding them (and watches) until the partition heals.
             .with_require_leader(true);
         if let Some((name, password)) = user {
-            options = options.with_user(name, password);
+            // etcd's auth tokens lapse; a lapsed one is fetched anew.
+            options = options
+                .with_user(name, password)
+                .with_auto_token_refresh(true);
         }
         let connect = Client::connect(endpoints, Some(options));
         let client = tokio::time::timeout(timeout, connect)

@@ -47,9 +47,17 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
         }
         _ => return StoreError::new(err, writes),
     };
+    let says = |words: &str| status.message().contains(words);
     match status.code() {
+        // An auth token that lapsed is refreshed on the next request.
+        Code::Unauthenticated if says("invalid auth token") => StoreError::new(err, writes),
         Code::Unauthenticated => StoreError::refused(Refusal::AuthenticationFailed, err),
+        Code::InvalidArgument if says("authentication failed") => {
+            StoreError::refused(Refusal::AuthenticationFailed, err)
+        }
         Code::PermissionDenied => StoreError::refused(Refusal::PermissionDenied, err),
+        // A leader change under way.
+        _ if says("leader") => StoreError::new(err, writes),
         Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange | Code::NotFound => {
             StoreError::permanent(err)
         }

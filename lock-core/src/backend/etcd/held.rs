@@ -7,7 +7,7 @@
 //! ttl, as it does on Redis: the reaper deletes each entry whose ttl ran
 //! out here. A process that stops altogether loses them with the lease.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -26,10 +26,17 @@ const REAP_RETRY: Duration = Duration::from_secs(1);
 /// Entries by ticket name (`<base><owner>`, which names one acquisition).
 #[derive(Default)]
 pub(super) struct Held {
-    entries: Mutex<HashMap<String, Entry>>,
+    table: Mutex<Table>,
     /// An entry was added (the reaper may have to wake sooner), or the
     /// backend is gone.
     pub(super) changed: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashMap<String, Entry>,
+    /// Entries the reaper took out to delete: not to be granted meanwhile.
+    reaping: HashSet<String>,
 }
 
 /// One entry in etcd.
@@ -45,61 +52,89 @@ pub(super) struct Entry {
 }
 
 impl Held {
-    /// Records `entry` under `name`.
-    pub(super) fn put(&self, name: String, entry: Entry) {
-        self.entries().insert(name, entry);
+    /// Records `entry` under `name`, unless the reaper is deleting the
+    /// entry of that name (`false`).
+    pub(super) fn put(&self, name: String, entry: Entry) -> bool {
+        let mut table = self.table();
+        if table.reaping.contains(&name) {
+            return false;
+        }
+        table.entries.insert(name, entry);
+        drop(table);
         self.changed.notify_one();
+        true
     }
 
-    /// Extends the entry `name` to `ttl` from now (its lease's ttl is the
-    /// one granted), if there is one.
+    /// Extends the entry `name` to its lease's ttl (the one granted) from
+    /// now, if there is one.
     pub(super) fn extend(&self, name: &str) -> Option<Entry> {
-        let mut entries = self.entries();
-        let entry = entries.get_mut(name)?;
+        let mut table = self.table();
+        let entry = table.entries.get_mut(name)?;
         entry.expires = Instant::now() + entry.lease.ttl;
         Some(entry.clone())
     }
 
     /// The entry `name`, if there is one.
     pub(super) fn get(&self, name: &str) -> Option<Entry> {
-        self.entries().get(name).cloned()
+        self.table().entries.get(name).cloned()
     }
 
     /// Takes out the entry `name`.
     pub(super) fn take(&self, name: &str) -> Option<Entry> {
-        self.entries().remove(name)
+        self.table().entries.remove(name)
     }
 
-    /// Entries held or waited with, for tests of bounds.
+    /// Whether the reaper is deleting the entry `name`.
+    pub(super) fn is_reaping(&self, name: &str) -> bool {
+        self.table().reaping.contains(name)
+    }
+
+    /// Entries held or waited with.
     pub(super) fn len(&self) -> usize {
-        self.entries().len()
+        let table = self.table();
+        table.entries.len() + table.reaping.len()
     }
 
-    /// The entries whose time ran out (each then set to be tried again
-    /// after [`REAP_RETRY`]), and when the next one runs out.
-    fn due(&self, now: Instant) -> (Vec<(String, Entry)>, Option<Instant>) {
-        let mut due = Vec::new();
-        let mut next: Option<Instant> = None;
-        for (name, entry) in self.entries().iter_mut() {
-            if entry.expires <= now {
-                entry.expires = now + REAP_RETRY;
-                due.push((name.clone(), entry.clone()));
+    /// When the next entry runs out.
+    fn next(&self) -> Option<Instant> {
+        self.table().entries.values().map(|e| e.expires).min()
+    }
+
+    /// Takes out the entries whose time ran out, to be deleted.
+    fn due(&self, now: Instant) -> Vec<(String, Entry)> {
+        let mut table = self.table();
+        let due_names: Vec<String> = table
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.expires <= now)
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut due = Vec::with_capacity(due_names.len());
+        for name in due_names {
+            if let Some(entry) = table.entries.remove(&name) {
+                table.reaping.insert(name.clone());
+                due.push((name, entry));
             }
-            next = Some(next.map_or(entry.expires, |n| n.min(entry.expires)));
         }
-        (due, next)
+        due
     }
 
-    /// Takes out `name` if it is still the entry of `revision`.
-    fn reaped(&self, name: &str, revision: i64) {
-        let mut entries = self.entries();
-        if entries.get(name).is_some_and(|e| e.revision == revision) {
-            entries.remove(name);
+    /// The reaper is done with `name`: deleted, or (if not) kept to be
+    /// tried again shortly.
+    fn reaped(&self, name: String, entry: Entry, deleted: bool) {
+        let mut table = self.table();
+        table.reaping.remove(&name);
+        if !deleted {
+            let expires = Instant::now() + REAP_RETRY;
+            table
+                .entries
+                .entry(name)
+                .or_insert(Entry { expires, ..entry });
         }
     }
 
-    fn entries(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -137,17 +172,15 @@ pub(super) async fn reap(
         let notified = changed.notified();
         let next = {
             let Some(held) = held.upgrade() else { return };
-            let (due, next) = held.due(Instant::now());
-            for (name, entry) in due {
+            for (name, entry) in held.due(Instant::now()) {
                 tracing::debug!(entry = %entry.stored, "lease ran out unrenewed; deleting its entry");
-                match delete_entry(&client, timeout, &entry.stored, entry.revision).await {
-                    Ok(_) => held.reaped(&name, entry.revision),
-                    Err(err) => {
-                        tracing::debug!(entry = %entry.stored, error = %err, "deleting failed; trying again");
-                    }
+                let deleted = delete_entry(&client, timeout, &entry.stored, entry.revision).await;
+                if let Err(err) = &deleted {
+                    tracing::debug!(entry = %entry.stored, error = %err, "deleting failed; trying again");
                 }
+                held.reaped(name, entry, deleted.is_ok());
             }
-            next
+            held.next()
         };
         match next {
             Some(at) => {

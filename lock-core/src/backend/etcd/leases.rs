@@ -111,11 +111,6 @@ impl Leases {
         self.map().retain(|_, l| !Arc::ptr_eq(l, lease));
     }
 
-    /// The lease in use with this id, if any.
-    pub(super) fn by_id(&self, id: i64) -> Option<Arc<Lease>> {
-        self.map().values().find(|l| l.id == id).cloned()
-    }
-
     fn live(&self, seconds: u64) -> Option<Arc<Lease>> {
         self.map()
             .get(&seconds)
@@ -130,10 +125,12 @@ impl Leases {
 
 impl Lease {
     /// Whether the lease may still be alive in etcd: not said gone, and
-    /// confirmed within its ttl (with a second's margin for the request).
+    /// confirmed within its ttl. (If it runs out before a put under it
+    /// lands, etcd refuses the put, or the keep-alive sent with it says it
+    /// is gone: the acquire then takes a new lease.)
     fn may_live(&self) -> bool {
         let times = self.times();
-        !times.gone && times.confirmed_sent + self.ttl > Instant::now() + Duration::from_secs(1)
+        !times.gone && times.confirmed_sent + self.ttl > Instant::now()
     }
 
     /// Whether the lease lives at least its ttl from `since`: `true` once
@@ -152,8 +149,12 @@ impl Lease {
                 return Ok(true);
             }
         }
-        let answer = self.keeper().ask(()).await;
-        answer.unwrap_or_else(|| Err(StoreError::new("the lease keeper stopped", false)))
+        // Bounded: a keeper on a runtime nobody drives answers nothing.
+        match tokio::time::timeout(self.timeout, self.keeper().ask(())).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => Err(StoreError::new("the lease keeper stopped", false)),
+            Err(_) => Err(StoreError::timed_out(self.timeout)),
+        }
     }
 
     /// The keeper task, started on this runtime if there is none.

@@ -90,16 +90,23 @@ impl EtcdBackend {
     ) -> Result<Attempt, StoreError> {
         let shared = &self.shared;
         let started = Instant::now();
-        let mut lease = shared.leases.for_ttl(ttl).await?;
+        let names = Names::of(keys, claim, owner);
+        self.reaper();
+        // A ticket asked for again stays under its own lease.
+        let mut lease = match shared.held.get(&names.entry) {
+            Some(entry) => entry.lease,
+            None => shared.leases.for_ttl(ttl).await?,
+        };
         // A lease that ran out behind this backend's back (a pause longer
-        // than its ttl) is replaced once.
+        // than its ttl) is replaced once; its entries went with it.
         for retry in [false, true] {
             match self
-                .acquire_under(keys, claim, owner, &lease, started)
+                .acquire_under(&names, claim, owner, &lease, started)
                 .await
             {
                 Err(Gone::Lease) if !retry => {
                     shared.leases.forget(&lease);
+                    shared.held.take(&names.entry);
                     lease = shared.leases.for_ttl(ttl).await?;
                 }
                 Err(Gone::Lease) => break,
@@ -113,7 +120,7 @@ impl EtcdBackend {
     /// One try under `lease`, kept alive since `started`.
     async fn acquire_under(
         &self,
-        keys: &StoredKeys,
+        names: &Names,
         claim: Claim,
         owner: &str,
         lease: &Arc<Lease>,
@@ -121,7 +128,9 @@ impl EtcdBackend {
     ) -> Result<Attempt, Gone> {
         let shared = &self.shared;
         let (client, timeout) = (&shared.client, shared.timeout);
-        let names = Names::of(keys, claim, owner);
+        if shared.held.is_reaping(&names.entry) {
+            return Err(Gone::Store(reaping()));
+        }
         // The keep-alive goes with the put: the entry then lives a full
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
@@ -136,8 +145,8 @@ impl EtcdBackend {
                 (placed, alive)
             }
             _ => {
-                let (place, alive) =
-                    tokio::join!(take_place(client, timeout, &names, claim, lease.id), alive);
+                let take = take_place(client, timeout, names, claim, lease.id);
+                let (place, alive) = tokio::join!(take, alive);
                 let place = place.map_err(Gone::from)?;
                 let placed = Placed {
                     stored: names.entry.clone(),
@@ -148,33 +157,38 @@ impl EtcdBackend {
                 (Some((placed, None)), alive)
             }
         };
-        if !alive.map_err(Gone::Store)? {
-            return Err(Gone::Lease);
-        }
         let Some((placed, segment)) = place else {
-            return Ok(Attempt::Held { remaining: None });
-        };
-        // An entry an earlier send put may be under an earlier lease.
-        let lease = if placed.lease == lease.id {
-            Arc::clone(lease)
-        } else {
-            match shared.leases.by_id(placed.lease) {
-                Some(earlier) => earlier,
-                None => {
-                    let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
-                    return Err(Gone::Lease);
-                }
-            }
+            return match alive {
+                Ok(false) => Err(Gone::Lease),
+                _ => Ok(Attempt::Held { remaining: None }),
+            };
         };
         let ttl = lease.ttl;
         let entry = Entry {
-            stored: placed.stored,
+            stored: placed.stored.clone(),
             revision: placed.revision,
-            lease,
+            lease: Arc::clone(lease),
             expires: Instant::now() + ttl,
         };
-        self.shared.held.put(names.entry, entry);
-        self.reaper();
+        // Recorded before anything else can fail: if nothing releases the
+        // entry, the reaper deletes it at its ttl.
+        if !shared.held.put(names.entry.clone(), entry) {
+            return Err(Gone::Store(reaping()));
+        }
+        if placed.lease != lease.id {
+            // Put under a lease this backend no longer keeps (by a send
+            // whose answer was lost): not one to hold on.
+            shared.held.take(&names.entry);
+            let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
+            let err = StoreError::new("the entry was under an abandoned lease", true);
+            return Err(Gone::Store(err));
+        }
+        match alive {
+            Ok(true) => {}
+            Ok(false) => return Err(Gone::Lease),
+            // The entry stands: whoever gives up on it releases it.
+            Err(err) => return Err(Gone::Store(err.unknown(true))),
+        }
         let token = u64::try_from(placed.revision).unwrap_or(0);
         if !placed.holds {
             // Asked again well within the ticket's ttl, which keeps it.
@@ -200,12 +214,22 @@ impl EtcdBackend {
         let Some(entry) = self.shared.held.extend(&names.entry) else {
             return Ok(false);
         };
+        self.reaper();
         let standing = self.standing();
         let check = standing.ask((entry.stored.clone(), entry.revision));
+        let check = tokio::time::timeout(self.shared.timeout, check);
         let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
-        let stands =
-            stands.unwrap_or_else(|| Err(StoreError::new("the renewal task stopped", false)));
-        Ok(alive? && stands?)
+        let stands = match stands {
+            Ok(Some(stands)) => stands,
+            Ok(None) => Err(StoreError::new("the renewal task stopped", false)),
+            Err(_) => Err(StoreError::timed_out(self.shared.timeout)),
+        };
+        match (alive, stands) {
+            (Ok(true), Ok(true)) => Ok(true),
+            // Gone is gone, whatever the other answer.
+            (Ok(false), _) | (_, Ok(false)) => Ok(false),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        }
     }
 
     async fn release_entry(
@@ -216,18 +240,32 @@ impl EtcdBackend {
     ) -> Result<bool, StoreError> {
         let shared = &self.shared;
         let names = Names::of(keys, claim, owner);
-        let (stored, revision) = match shared.held.take(&names.entry) {
-            Some(entry) => (entry.stored, Some(entry.revision)),
-            None => match claim {
-                Claim::Segment { .. } => {
-                    match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
-                        Some((stored, revision)) => (stored, Some(revision)),
-                        None => return Ok(false),
-                    }
+        let taken = shared.held.take(&names.entry);
+        if let Some(entry) = taken {
+            let deleted = delete_entry(
+                &shared.client,
+                shared.timeout,
+                &entry.stored,
+                entry.revision,
+            )
+            .await;
+            if deleted.is_err() {
+                // Left to the reaper, which tries again at once.
+                let expires = Instant::now();
+                shared.held.put(names.entry, Entry { expires, ..entry });
+                self.reaper();
+            }
+            return deleted;
+        }
+        let (stored, revision) = match claim {
+            Claim::Segment { .. } => {
+                match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
+                    Some((stored, revision)) => (stored, Some(revision)),
+                    None => return Ok(false),
                 }
-                // The entry's name is the owner's own.
-                _ => (names.entry, None),
-            },
+            }
+            // The entry's name is the owner's own.
+            _ => (names.entry, None),
         };
         match revision {
             Some(revision) => delete_entry(&shared.client, shared.timeout, &stored, revision).await,
@@ -297,6 +335,12 @@ impl EtcdBackend {
         ));
         *reaper = Some(task.abort_handle());
     }
+}
+
+/// The error of an acquire whose entry the reaper is deleting (its ttl
+/// ran out before it was asked for again): asked again, it is put anew.
+fn reaping() -> StoreError {
+    StoreError::new("the entry ran out and is being deleted", false)
 }
 
 /// An entry put or found, and whether it holds.

@@ -17,7 +17,7 @@ use tokio::task::AbortHandle;
 use super::errors::{bounded, store_error};
 use super::queue::Names;
 use crate::backend::{Claim, ReleaseSignal};
-use crate::store_error::StoreError;
+use crate::store_error::{Refusal, StoreError};
 
 /// What a waiter waits for next.
 enum Behind {
@@ -49,36 +49,52 @@ pub(super) async fn turn_of(
     claim: Claim,
     revision: i64,
 ) -> Result<ReleaseSignal, StoreError> {
-    // The first look is made here, so that a store that fails is told.
+    // The first look and watch are made here, so that a store that fails
+    // is told (and waited out by the waiter), not looped on.
     let first = behind(&client, timeout, &names, claim, revision).await?;
+    let mut watching = watch_for(&client, timeout, first).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
-        let mut next = first;
         loop {
-            match next {
-                Behind::Nothing => {
-                    told.send_modify(|n| *n += 1);
-                    // Kept open until the waiter drops the signal.
-                    std::future::pending::<()>().await;
-                }
-                Behind::Delete { key, prefix, seen } => {
-                    if deleted(&client, timeout, &key, prefix, seen).await.is_err() {
-                        // Dropping `told` closes the signal: the waiter
-                        // subscribes again.
-                        return;
-                    }
-                }
-            }
-            next = match behind(&client, timeout, &names, claim, revision).await {
-                Ok(next) => next,
-                Err(_) => return,
+            let Some(stream) = watching.take() else {
+                told.send_modify(|n| *n += 1);
+                // Kept open until the waiter drops the signal.
+                std::future::pending::<()>().await;
+                return;
             };
+            // A broken watch drops `told`, which closes the signal: the
+            // waiter subscribes again.
+            if deleted(stream).await.is_err() {
+                return;
+            }
+            let next = behind(&client, timeout, &names, claim, revision).await;
+            match next {
+                Ok(next) => match watch_for(&client, timeout, next).await {
+                    Ok(next) => watching = next,
+                    Err(_) => return,
+                },
+                Err(_) => return,
+            }
         }
     });
     Ok(ReleaseSignal::new(
         signal,
         Registration(task.abort_handle()),
     ))
+}
+
+/// The watch for what the waiter waits behind (`None`: its turn came).
+async fn watch_for(
+    client: &Client,
+    timeout: Duration,
+    behind: Behind,
+) -> Result<Option<WatchStream>, StoreError> {
+    match behind {
+        Behind::Nothing => Ok(None),
+        Behind::Delete { key, prefix, seen } => open(client, timeout, &key, prefix, Some(seen + 1))
+            .await
+            .map(Some),
+    }
 }
 
 /// Tells of every delete under `prefix` from now on (for waiters with no
@@ -157,19 +173,11 @@ async fn behind(
     })
 }
 
-/// Waits for the delete of `key` (or of a key under it) after revision
-/// `seen`. An error if the watch broke.
-async fn deleted(
-    client: &Client,
-    timeout: Duration,
-    key: &str,
-    prefix: bool,
-    seen: i64,
-) -> Result<(), StoreError> {
-    let mut stream = open(client, timeout, key, prefix, Some(seen + 1)).await?;
+/// Waits for a delete on `stream`. An error if the watch broke.
+async fn deleted(mut stream: WatchStream) -> Result<(), StoreError> {
     loop {
         match stream.message().await {
-            // History compacted past `seen`: look again.
+            // History compacted past the revision asked for: look again.
             Ok(Some(reply)) if reply.canceled() => return Ok(()),
             Ok(Some(reply)) => {
                 if reply
@@ -204,12 +212,21 @@ async fn open(
     }
     let opened = async {
         let mut stream = client.clone().watch(key, Some(options)).await?;
-        match stream.message().await? {
-            Some(reply) if reply.created() => Ok(stream),
-            _ => Err(etcd_client::Error::WatchError(
-                "the watch was not created".to_owned(),
-            )),
-        }
+        let created = stream.message().await?;
+        Ok::<_, etcd_client::Error>((stream, created))
     };
-    bounded(timeout, false, opened).await
+    let (stream, created) = bounded(timeout, false, opened).await?;
+    match created {
+        Some(reply) if reply.created() && !reply.canceled() => Ok(stream),
+        // etcd 3.4 refuses a watch (access rules) with a created and
+        // cancelled reply.
+        Some(reply) if reply.cancel_reason().contains("permission denied") => Err(
+            StoreError::refused(Refusal::PermissionDenied, reply.cancel_reason().to_owned()),
+        ),
+        Some(reply) if reply.canceled() => Err(StoreError::permanent(format!(
+            "etcd refused the watch: {}",
+            reply.cancel_reason()
+        ))),
+        _ => Err(StoreError::new("etcd did not create the watch", false)),
+    }
 }

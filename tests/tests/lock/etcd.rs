@@ -1,0 +1,160 @@
+//! The etcd backend's own promises, beyond the conformance suite (which
+//! runs on a single etcd member too): one lease and one keep-alive for
+//! many locks, ttls granted in whole seconds, an unrenewed lock ending at
+//! its ttl while its lease is kept, a revoked lease told on every guard,
+//! and the store picked by URL scheme.
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use lock_core::{LockError, Locker};
+use lock_testkit::{EtcdServer, etcd_client};
+use tokio::time::Instant;
+
+use crate::conformance::SLACK;
+
+async fn locker(member: &EtcdServer, ttl: Duration) -> Locker {
+    Locker::builder()
+        .ttl(ttl)
+        .etcd(&[member.endpoint().as_str()])
+        .await
+        .expect("connect to the test etcd")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_of_one_ttl_share_one_lease_and_renew_together() {
+    let member = EtcdServer::start();
+    let locker = locker(&member, Duration::from_secs(1)).await;
+    let guards = join_all((0..50).map(|i| locker.lock(format!("many:{i}")).into_future())).await;
+    let guards: Vec<_> = guards.into_iter().map(Result::unwrap).collect();
+    let (keep_alives, txns) = (member.requests("LeaseKeepAlive"), member.requests("Txn"));
+    // Three ttls held: nine renewals of each lock.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let keep_alives = member.requests("LeaseKeepAlive") - keep_alives;
+    let txns = member.requests("Txn") - txns;
+    assert!(guards.iter().all(|g| g.is_held()), "a lock was lost");
+    let leases = etcd_client(&member).await.leases().await.unwrap();
+    assert_eq!(leases.leases().len(), 1, "one lease for all 50 locks");
+    // A call per lock and renewal would be 450 of each.
+    assert!(
+        keep_alives <= 60,
+        "{keep_alives} keep-alives for 50 locks in 3 s"
+    );
+    assert!(txns <= 60, "{txns} transactions for 50 locks in 3 s");
+    println!("50 locks held 3 s: {keep_alives} keep-alives, {txns} transactions");
+    for guard in guards {
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_is_granted_in_whole_seconds_and_at_least_the_minimum() {
+    let member = EtcdServer::start();
+    let locker = locker(&member, Duration::from_secs(30)).await;
+    // The kit's members have a minimum of 1 s (1.5 election timeouts).
+    let short = locker
+        .lock("short")
+        .ttl(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(short.ttl(), Duration::from_secs(1));
+    // The deadline follows the ttl granted, not the one asked for.
+    let left = short.expires_in();
+    assert!(
+        left > Duration::from_millis(600) && left <= Duration::from_secs(1),
+        "{left:?}"
+    );
+    let odd = locker
+        .lock("odd")
+        .ttl(Duration::from_millis(1500))
+        .await
+        .unwrap();
+    assert_eq!(odd.ttl(), Duration::from_secs(2));
+    let default = locker.lock("default").await.unwrap();
+    assert_eq!(default.ttl(), Duration::from_secs(30));
+    for guard in [short, odd, default] {
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrenewed_lock_ends_at_its_ttl_while_its_lease_is_kept() {
+    let member = EtcdServer::start();
+    let ttl = Duration::from_secs(1);
+    let holder = locker(&member, ttl).await;
+    let other = locker(&member, ttl).await;
+    // Renewed: keeps the shared lease alive.
+    let kept = holder.lock("kept").await.unwrap();
+    let unrenewed = holder.lock("unrenewed").watchdog(false).await.unwrap();
+    let acquired = Instant::now();
+    let next = other
+        .lock("unrenewed")
+        .wait(Duration::from_secs(5))
+        .await
+        .expect("the unrenewed lock outlived its ttl");
+    let after = acquired.elapsed();
+    assert!(
+        after >= ttl - Duration::from_millis(50),
+        "taken after {after:?}"
+    );
+    assert!(after <= ttl + SLACK, "taken after {after:?}");
+    assert!(next.token() > unrenewed.token());
+    assert!(kept.is_held());
+    assert!(!unrenewed.is_held());
+    next.release().await.unwrap();
+    kept.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_lease_is_told_on_every_guard_under_it() {
+    let member = EtcdServer::start();
+    let ttl = Duration::from_secs(3);
+    let holder = locker(&member, ttl).await;
+    let other = locker(&member, ttl).await;
+    let mut guards = Vec::new();
+    for i in 0..5 {
+        guards.push(holder.lock(format!("revoked:{i}")).await.unwrap());
+    }
+    let mut client = etcd_client(&member).await;
+    let leases = client.leases().await.unwrap();
+    let [lease] = leases.leases() else {
+        panic!("{} leases for one ttl", leases.leases().len());
+    };
+    client.lease_revoke(lease.id()).await.unwrap();
+    // Free for others at once: the entries went with the lease.
+    let taken = other.try_lock("revoked:0").await.unwrap();
+    assert!(taken.is_some(), "the revoked lease's lock is still held");
+    for guard in &guards {
+        let told = tokio::time::timeout(ttl / 3 + SLACK, guard.lost()).await;
+        assert!(matches!(told, Ok(LockError::Lost { .. })), "{told:?}");
+    }
+    // The Locker goes on with a new lease.
+    let again = holder.lock("revoked:1").await.unwrap();
+    assert!(again.token() > guards[1].token());
+    again.release().await.unwrap();
+    taken.unwrap().release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_picks_the_store_by_url_scheme() {
+    let member = EtcdServer::start();
+    let url = format!("etcd://127.0.0.1:{}", member.port());
+    let locker = Locker::connect(&url).await.unwrap();
+    let guard = locker.lock("by-url").await.unwrap();
+    guard.release().await.unwrap();
+    let err = Locker::connect("etcd://127.0.0.1").await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    let err = Locker::connect("zk://127.0.0.1:2181").await.unwrap_err();
+    assert!(
+        matches!(&err, LockError::UnsupportedScheme { scheme, .. } if scheme == "zk"),
+        "{err}"
+    );
+    // Nothing listens on port 1.
+    let err = Locker::builder()
+        .timeout(Duration::from_millis(500))
+        .connect("etcd://127.0.0.1:1")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+}
