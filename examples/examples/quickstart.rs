@@ -2,11 +2,13 @@
 //! processed by one worker at a time, and every write carries a fencing
 //! token that the (toy) store checks.
 //!
-//! Runs on the embedded backend, or on Redis when `REDIS_URL` is set:
+//! Runs on the embedded backend, or on the store `LOCK_URL` names (or Redis
+//! at `REDIS_URL`):
 //!
 //! ```text
 //! cargo run -p examples --example quickstart
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run -p examples --example quickstart
+//! LOCK_URL=etcd://127.0.0.1:2379 cargo run -p examples --example quickstart
 //! ```
 
 use std::collections::HashMap;

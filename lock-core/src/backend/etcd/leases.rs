@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
 use super::rounds::{Round, Rounds};
+use crate::lease::drift;
 use crate::store_error::StoreError;
 
 /// Bound on leases of distinct ttls at once: a ttl is configuration, but
@@ -145,7 +146,12 @@ impl Lease {
             if times.gone {
                 return Ok(false);
             }
-            if times.confirmed_sent >= since {
+            // A keep-alive sent up to half the drift margin before `since`
+            // will do: the guard's deadline keeps the whole margin off
+            // `since + ttl`, so half of it is still left. Under load this
+            // saves most keep-alives: 3.00 to 2.02 requests per acquisition
+            // (etcd's CPU and throughput unchanged; bench/README.md).
+            if times.confirmed_sent + drift(self.ttl) / 2 >= since {
                 return Ok(true);
             }
         }

@@ -1,0 +1,268 @@
+//! Redis against etcd, in one run: U1 (one task, distinct keys), C8 (8
+//! tasks on one key, 1 ms of work outside the lock) and W1000 (1000 tasks
+//! on one key, once each) with lock-core on each store, interleaved round
+//! by round with one write round trip of the same store (Redis `SET`, etcd
+//! `Put`) as the reference. Reports acquisitions/s, acquire p50 in round
+//! trips, the store requests per acquisition (Redis `INFO commandstats`;
+//! etcd's gRPC message counters, keep-alives and watches included), the
+//! CPU time of the store's process per acquisition and, for
+//! C8, the handoff p50: from a release to the next holder's acquisition.
+//!
+//! `cargo run --release -p lock-bench --example stores`
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::Locker;
+use lock_testkit::{EtcdServer, LOCK_CLIENT_COMMANDS, RedisServer, command_calls};
+
+const ROUNDS: usize = 3;
+const WINDOW: Duration = Duration::from_secs(2);
+
+/// A store under test: its Locker, and how to count its requests and time
+/// one write round trip.
+enum Store {
+    Redis(RedisServer, Locker),
+    Etcd(EtcdServer, Locker),
+}
+
+/// etcd's request methods a lock client uses.
+const ETCD_METHODS: [&str; 6] = [
+    "Txn",
+    "Range",
+    "DeleteRange",
+    "LeaseGrant",
+    "LeaseKeepAlive",
+    "Watch",
+];
+
+impl Store {
+    fn label(&self) -> &'static str {
+        match self {
+            Store::Redis(..) => "redis",
+            Store::Etcd(..) => "etcd",
+        }
+    }
+
+    fn locker(&self) -> &Locker {
+        match self {
+            Store::Redis(_, locker) | Store::Etcd(_, locker) => locker,
+        }
+    }
+
+    /// Requests the store has served to lock clients so far.
+    async fn requests(&self) -> u64 {
+        match self {
+            Store::Redis(server, _) => {
+                let mut conn = server.connection().await;
+                let mut n = 0;
+                for command in LOCK_CLIENT_COMMANDS {
+                    n += command_calls(&mut conn, command).await;
+                }
+                n
+            }
+            Store::Etcd(member, _) => ETCD_METHODS.iter().map(|m| member.requests(m)).sum(),
+        }
+    }
+
+    /// Nanoseconds the store's process has run so far (all its threads).
+    fn cpu_ns(&self) -> u64 {
+        let pid = match self {
+            Store::Redis(server, _) => server.pid(),
+            Store::Etcd(member, _) => member.pid(),
+        };
+        let Some(pid) = pid else { return 0 };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return 0;
+        };
+        tasks
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+                stat.split_whitespace().next()?.parse::<u64>().ok()
+            })
+            .sum()
+    }
+
+    /// The median of 200 write round trips, in µs.
+    async fn round_trip_us(&self) -> f64 {
+        let mut times = Vec::with_capacity(200);
+        match self {
+            Store::Redis(server, _) => {
+                let mut conn = server.connection().await;
+                for i in 0..200 {
+                    let started = Instant::now();
+                    let _: () = redis::cmd("SET")
+                        .arg("rt")
+                        .arg(i)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    times.push(started.elapsed());
+                }
+            }
+            Store::Etcd(member, _) => {
+                let mut client = lock_testkit::etcd_client(member).await;
+                for i in 0..200 {
+                    let started = Instant::now();
+                    client.put("rt", i.to_string(), None).await.unwrap();
+                    times.push(started.elapsed());
+                }
+            }
+        }
+        p50(&mut times)
+    }
+}
+
+fn p50(times: &mut [Duration]) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1e6
+}
+
+/// One workload's figures in one round.
+struct Measured {
+    rate: f64,
+    acquire_p50_us: f64,
+    requests: f64,
+    server_cpu_us: f64,
+    handoff_p50_us: Option<f64>,
+}
+
+/// U1: one task locks and releases distinct keys for `WINDOW`.
+async fn u1(locker: &Locker, round: usize) -> (u64, Vec<Duration>, Vec<(Instant, Instant)>) {
+    let started = Instant::now();
+    let mut times = Vec::new();
+    while started.elapsed() < WINDOW {
+        let key = format!("u1:{round}:{}", times.len());
+        let sent = Instant::now();
+        let guard = locker.lock(key).await.expect("acquire");
+        times.push(sent.elapsed());
+        guard.release().await.expect("release");
+    }
+    (times.len() as u64, times, Vec::new())
+}
+
+/// C8 (`tasks` 8, for `WINDOW`, 1 ms outside) or W1000 (`tasks` 1000,
+/// once each): every acquisition's wait, and (acquired, released) pairs.
+async fn contend(
+    locker: &Locker,
+    key: String,
+    tasks: usize,
+    once: bool,
+) -> (u64, Vec<Duration>, Vec<(Instant, Instant)>) {
+    let started = Instant::now();
+    let record = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+    let workers: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (locker, key, record) = (locker.clone(), key.clone(), record.clone());
+            tokio::spawn(async move {
+                loop {
+                    let sent = Instant::now();
+                    let guard = locker.lock(&key).await.expect("acquire");
+                    let acquired = Instant::now();
+                    guard.release().await.expect("release");
+                    let released = Instant::now();
+                    {
+                        let mut record = record.lock().unwrap();
+                        record.0.push(acquired - sent);
+                        record.1.push((acquired, released));
+                    }
+                    if once || started.elapsed() >= WINDOW {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let (waits, spans) = std::mem::take(&mut *record.lock().unwrap());
+    (waits.len() as u64, waits, spans)
+}
+
+/// From each release to the next acquisition, in acquisition order.
+fn handoffs(mut spans: Vec<(Instant, Instant)>) -> Vec<Duration> {
+    spans.sort_by_key(|(acquired, _)| *acquired);
+    spans
+        .windows(2)
+        .map(|pair| pair[1].0.saturating_duration_since(pair[0].1))
+        .collect()
+}
+
+async fn measure(store: &Store, workload: &str, round: usize) -> Measured {
+    let locker = store.locker();
+    let before = store.requests().await;
+    let cpu = store.cpu_ns();
+    let started = Instant::now();
+    let (done, mut waits, spans) = match workload {
+        "U1" => u1(locker, round).await,
+        "C8" => contend(locker, format!("c8:{round}"), 8, false).await,
+        _ => contend(locker, format!("w1000:{round}"), 1000, true).await,
+    };
+    let elapsed = started.elapsed();
+    let server_cpu_us = (store.cpu_ns() - cpu) as f64 / 1000.0 / done as f64;
+    let requests = (store.requests().await - before) as f64 / done as f64;
+    let mut handoffs = handoffs(spans);
+    Measured {
+        rate: done as f64 / elapsed.as_secs_f64(),
+        acquire_p50_us: p50(&mut waits),
+        requests,
+        server_cpu_us,
+        handoff_p50_us: (workload == "C8").then(|| p50(&mut handoffs)),
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let redis = RedisServer::start();
+    let member = EtcdServer::start();
+    let ttl = Duration::from_secs(10);
+    let builder = || Locker::builder().ttl(ttl).wait(Duration::from_secs(120));
+    let on_redis = builder().redis(&redis.url()).await.expect("redis");
+    let on_etcd = builder()
+        .etcd(&[member.endpoint().as_str()])
+        .await
+        .expect("etcd");
+    let stores = [Store::Redis(redis, on_redis), Store::Etcd(member, on_etcd)];
+    println!(
+        "| workload | store | acquisitions/s | write round trip µs | acquire p50 µs (round trips) | requests / acquisition | store CPU µs / acquisition | handoff p50 µs (round trips) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for workload in ["U1", "C8", "W1000"] {
+        for store in &stores {
+            let mut runs = Vec::new();
+            for round in 0..ROUNDS {
+                let round_trip = store.round_trip_us().await;
+                runs.push((round_trip, measure(store, workload, round).await));
+            }
+            let rt = median(runs.iter().map(|(rt, _)| *rt).collect());
+            let rate = median(runs.iter().map(|(_, m)| m.rate).collect());
+            let acquire = median(runs.iter().map(|(rt, m)| m.acquire_p50_us / rt).collect());
+            let acquire_us = median(runs.iter().map(|(_, m)| m.acquire_p50_us).collect());
+            let requests = median(runs.iter().map(|(_, m)| m.requests).collect());
+            let cpu = median(runs.iter().map(|(_, m)| m.server_cpu_us).collect());
+            let handoff = match workload {
+                "C8" => {
+                    let us = median(runs.iter().filter_map(|(_, m)| m.handoff_p50_us).collect());
+                    let trips = median(
+                        runs.iter()
+                            .filter_map(|(rt, m)| Some(m.handoff_p50_us? / rt))
+                            .collect(),
+                    );
+                    format!("{us:.0} ({trips:.1})")
+                }
+                _ => "-".to_owned(),
+            };
+            println!(
+                "| {workload} | {} | {rate:.0} | {rt:.0} | {acquire_us:.0} ({acquire:.1}) | {requests:.2} | {cpu:.1} | {handoff} |",
+                store.label()
+            );
+        }
+    }
+}
