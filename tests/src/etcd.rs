@@ -209,7 +209,7 @@ impl EtcdServer {
 
 /// `n` distinct free loopback ports: every listener is held until all are
 /// picked, so none comes up twice.
-fn free_ports(n: usize) -> Vec<u16> {
+pub(crate) fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<std::net::TcpListener> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port"))
         .collect();

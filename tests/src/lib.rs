@@ -8,7 +8,8 @@
 //!
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it. The kit also starts Redis Sentinel and Cluster deployments,
-//! PostgreSQL, and etcd members ([`EtcdServer`]) the same way.
+//! PostgreSQL, etcd members ([`EtcdServer`]) and ZooKeeper servers
+//! ([`ZooKeeperServer`]) the same way.
 
 mod cluster;
 mod etcd;
@@ -19,9 +20,11 @@ mod proxy;
 mod sentinel;
 mod server;
 mod store;
+mod zookeeper;
 
 pub use cluster::ClusterSet;
 pub use etcd::EtcdServer;
+use etcd::free_ports;
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;
@@ -31,3 +34,4 @@ pub use server::{
     lasting_keys, lock_commands_sent, send_signal, unread_bytes,
 };
 pub use store::{Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys};
+pub use zookeeper::ZooKeeperServer;

@@ -16,6 +16,7 @@ mod redis_only;
 mod redlock;
 mod replicas;
 mod sentinel;
+mod zookeeper_kit;
 
 /// Runs each conformance test on every store, in a module per store; the
 /// tests of the lock family skip the stores that keep only the plain lock.

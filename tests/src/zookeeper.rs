@@ -1,0 +1,187 @@
+//! [`ZooKeeperServer`]: one ZooKeeper server owned by a test, alone or in
+//! an ensemble of its own ([`ZooKeeperServer::ensemble`]), on free loopback
+//! ports. Every server is killed when dropped, also when a test panics.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long servers may take to start (a JVM) and form a quorum.
+const STARTUP: Duration = Duration::from_secs(60);
+
+/// Debian's `zookeeper` package (3.8).
+const JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// One ZooKeeper server.
+pub struct ZooKeeperServer {
+    child: Option<Child>,
+    client_port: u16,
+    dir: TempDir,
+}
+
+impl ZooKeeperServer {
+    /// A standalone server, serving once this returns.
+    pub fn start() -> Self {
+        Self::ensemble(1).pop().expect("one server")
+    }
+
+    /// An ensemble of `servers` servers, once every one serves.
+    pub fn ensemble(servers: usize) -> Vec<Self> {
+        assert!(
+            std::path::Path::new(JAR).exists(),
+            "ZooKeeper is not installed: run scripts/test, or apt-get install zookeeper"
+        );
+        let ports = crate::free_ports(3 * servers);
+        let peers: Vec<String> = ports
+            .chunks(3)
+            .enumerate()
+            .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}", i + 1, p[1], p[2]))
+            .collect();
+        let mut all: Vec<ZooKeeperServer> = ports
+            .chunks(3)
+            .enumerate()
+            .map(|(i, p)| {
+                let dir = tempfile::Builder::new()
+                    .prefix("lock-testkit-zk-")
+                    .tempdir()
+                    .expect("zookeeper dir");
+                let data = dir.path().join("data");
+                std::fs::create_dir_all(&data).expect("zookeeper data dir");
+                // A tick of 100 ms: sessions of 200 ms to 60 s; empty
+                // parents (containers) go within a second.
+                let mut config = format!(
+                    "tickTime=100\ninitLimit=100\nsyncLimit=20\ndataDir={}\nclientPort={}\n\
+                     clientPortAddress=127.0.0.1\nmaxSessionTimeout=60000\n\
+                     admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,mntr,cons\n\
+                     znode.container.checkIntervalMs=200\nznode.container.maxPerMinute=100000\n",
+                    data.display(),
+                    p[0]
+                );
+                if servers > 1 {
+                    std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("myid");
+                    config.push_str(&peers.join("\n"));
+                    config.push('\n');
+                }
+                std::fs::write(dir.path().join("zoo.cfg"), config).expect("zoo.cfg");
+                ZooKeeperServer {
+                    child: None,
+                    client_port: p[0],
+                    dir,
+                }
+            })
+            .collect();
+        for server in &mut all {
+            server.spawn();
+        }
+        for server in &mut all {
+            server.wait_serving();
+        }
+        all
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("zookeeper.log")).expect("log");
+        let child = Command::new("java")
+            .args(["-Xmx256m", "-XX:+UseSerialGC", "-cp", JAR])
+            .arg("-Dzookeeper.jmx.log4j.disable=true")
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(self.dir.path().join("zoo.cfg"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn();
+        match child {
+            Ok(child) => self.child = Some(child),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                panic!("java is not installed: run scripts/test, or apt-get install zookeeper")
+            }
+            Err(err) => panic!("could not start ZooKeeper: {err}"),
+        }
+    }
+
+    /// Waits until the server answers `srvr` as a member of a quorum
+    /// (polled: ZooKeeper has no readiness event a test can follow).
+    fn wait_serving(&mut self) {
+        let deadline = Instant::now() + STARTUP;
+        while !self.serving() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten());
+            let log = self.dir.path().join("zookeeper.log");
+            if let Some(status) = exited {
+                panic!(
+                    "ZooKeeper exited ({status}) before serving; its log: {}",
+                    log.display()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ZooKeeper did not serve within {STARTUP:?}; its log: {}",
+                log.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether the server serves clients (it is standalone, a leader or a
+    /// follower).
+    pub fn serving(&self) -> bool {
+        self.four_letters("srvr")
+            .is_some_and(|reply| reply.contains("Mode: "))
+    }
+
+    /// The answer to a four-letter command (`srvr`, `mntr`, `cons`).
+    pub fn four_letters(&self, command: &str) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).ok()?;
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        stream.write_all(command.as_bytes()).ok()?;
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        Some(reply)
+    }
+
+    /// Whether this server leads its ensemble.
+    pub fn leads(&self) -> bool {
+        self.four_letters("srvr")
+            .is_some_and(|reply| reply.contains("Mode: leader"))
+    }
+
+    /// `127.0.0.1:<port>`, as a connect string names it.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the server (SIGKILL) and reaps it; its data stays.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed server again on the same ports and data, and waits
+    /// until it serves (in an ensemble: once it has rejoined a quorum).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+        self.wait_serving();
+    }
+}
+
+impl Drop for ZooKeeperServer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            crate::send_signal(pid, libc::SIGCONT);
+        }
+        self.kill();
+    }
+}
