@@ -25,6 +25,8 @@ use crate::store_error::StoreError;
 
 mod claim;
 #[cfg(feature = "etcd")]
+mod entries;
+#[cfg(feature = "etcd")]
 mod etcd;
 pub mod memory;
 pub mod redis;

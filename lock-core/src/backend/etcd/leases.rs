@@ -11,7 +11,7 @@ use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
-use super::rounds::{Round, Rounds};
+use crate::backend::entries::{Leased, Round, Rounds};
 use crate::lease::drift;
 use crate::store_error::StoreError;
 
@@ -121,6 +121,12 @@ impl Leases {
 
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Lease>>> {
         self.by_ttl.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Leased for Lease {
+    fn ttl(&self) -> Duration {
+        self.ttl
     }
 }
 

@@ -12,10 +12,9 @@
 
 mod connect;
 mod errors;
-mod held;
 mod leases;
 mod queue;
-mod rounds;
+mod standing;
 mod turn;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,10 +24,10 @@ use etcd_client::Client;
 use tokio::time::Instant;
 
 use self::errors::lease_gone;
-use self::held::{Entry, Held, MAX_TXN_OPS, Standing, delete_entry};
 use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment, take_place, take_segment};
-use self::rounds::Rounds;
+use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
+use super::entries::{self, Entry, Held, Rounds};
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -51,7 +50,7 @@ struct Shared {
     client: Client,
     timeout: Duration,
     leases: Leases,
-    held: Arc<Held>,
+    held: Arc<Held<Lease>>,
     /// The task that checks held entries for renewals, on the runtime that
     /// last renewed.
     standing: Mutex<Option<Rounds<Standing>>>,
@@ -327,11 +326,18 @@ impl EtcdBackend {
             return;
         }
         let shared = &self.shared;
-        let task = tokio::spawn(held::reap(
-            Arc::downgrade(&shared.held),
+        let (client, timeout) = (shared.client.clone(), shared.timeout);
+        let delete: entries::Delete<Lease> = Box::new(move |entry| {
+            let client = client.clone();
+            Box::pin(
+                async move { delete_entry(&client, timeout, &entry.stored, entry.revision).await },
+            )
+        });
+        let held = Arc::downgrade(&shared.held);
+        let task = tokio::spawn(entries::reap(
+            held,
             Arc::clone(&shared.held.changed),
-            shared.client.clone(),
-            shared.timeout,
+            delete,
         ));
         *reaper = Some(task.abort_handle());
     }

@@ -7,7 +7,7 @@ use std::future::Future;
 use tokio::sync::{mpsc, oneshot};
 
 /// Work done for many askers at once.
-pub(super) trait Round: Send + 'static {
+pub(crate) trait Round: Send + 'static {
     /// What one asker asks.
     type Ask: Send + 'static;
     /// What one asker is answered.
@@ -20,7 +20,7 @@ pub(super) trait Round: Send + 'static {
 /// A task running one [`Round`] at a time for everyone who asked since the
 /// last one began; it ends when every clone of the `Rounds` is dropped, or
 /// with its runtime.
-pub(super) struct Rounds<R: Round> {
+pub(crate) struct Rounds<R: Round> {
     asks: mpsc::UnboundedSender<(R::Ask, oneshot::Sender<R::Answer>)>,
 }
 
@@ -35,7 +35,7 @@ impl<R: Round> Clone for Rounds<R> {
 impl<R: Round> Rounds<R> {
     /// Starts the task (on the current runtime); a round takes at most
     /// `max` asks.
-    pub(super) fn spawn(mut round: R, max: usize) -> Self {
+    pub(crate) fn spawn(mut round: R, max: usize) -> Self {
         let (asks, mut waiting) = mpsc::unbounded_channel::<(R::Ask, oneshot::Sender<R::Answer>)>();
         tokio::spawn(async move {
             while let Some(first) = waiting.recv().await {
@@ -59,13 +59,13 @@ impl<R: Round> Rounds<R> {
 
     /// Whether the task is gone (its runtime shut down): a Locker used on
     /// another runtime then starts another.
-    pub(super) fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.asks.is_closed()
     }
 
     /// Asks in the next round; `None` if the task is gone (its runtime
     /// shut down).
-    pub(super) async fn ask(&self, ask: R::Ask) -> Option<R::Answer> {
+    pub(crate) async fn ask(&self, ask: R::Ask) -> Option<R::Answer> {
         let (reply, answer) = oneshot::channel();
         self.asks.send((ask, reply)).ok()?;
         answer.await.ok()
