@@ -3,6 +3,8 @@
 
 #[cfg(feature = "etcd")]
 use crate::backend::EtcdBackend;
+#[cfg(feature = "zookeeper")]
+use crate::backend::ZooKeeperBackend;
 use crate::builder::LockerBuilder;
 use crate::error::LockError;
 use crate::locker::Locker;
@@ -16,9 +18,11 @@ impl LockerBuilder {
     /// - `redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
     ///   `redis+cluster://`: Redis, as [`redis`](Self::redis);
     /// - `etcd://[user:password@]host:port[,host:port...]`: etcd, as
-    ///   [`etcd`](Self::etcd) (feature `etcd`).
+    ///   [`etcd`](Self::etcd) (feature `etcd`);
+    /// - `zk://host:port[,host:port...][/chroot]`: ZooKeeper, as
+    ///   [`zookeeper`](Self::zookeeper) (feature `zookeeper`).
     ///
-    /// Another scheme, or `etcd://` without the feature, is
+    /// Another scheme, or one whose feature is off, is
     /// [`UnsupportedScheme`](LockError::UnsupportedScheme).
     ///
     /// ```no_run
@@ -34,6 +38,7 @@ impl LockerBuilder {
         let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
         match scheme {
             "etcd" => self.etcd_url(url).await,
+            "zk" => self.zookeeper_url(url).await,
             _ if scheme.starts_with("redis") => self.redis(url).await,
             _ => {
                 let source = StoreError::refused(
@@ -78,12 +83,43 @@ impl LockerBuilder {
 
     #[cfg(not(feature = "etcd"))]
     async fn etcd_url(self, _url: &str) -> Result<Locker, LockError> {
-        let source = StoreError::refused(
-            Refusal::UnsupportedScheme("etcd".to_owned()),
-            "this build has no etcd backend: turn on lock-core's `etcd` feature",
-        );
-        let scheme = "etcd".to_owned();
-        Err(LockError::UnsupportedScheme { scheme, source })
+        Err(feature_off("etcd", "etcd"))
+    }
+
+    /// A Locker on the ZooKeeper ensemble `connect_string` names
+    /// (`host:port[,host:port...][/chroot]`; one reachable server is
+    /// enough). Every kind of lock runs on it, granted in arrival order;
+    /// the fencing token is the czxid of the lock's node. The lease is a
+    /// session (one per ttl): its timeout, as the server agrees to it, is
+    /// the ttl granted ([`LockGuard::ttl`](crate::LockGuard::ttl)). See
+    /// [`ZooKeeperBackend`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let locker = lock_core::Locker::builder()
+    ///     .zookeeper("10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/locks")
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "zookeeper")]
+    pub async fn zookeeper(self, connect_string: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = ZooKeeperBackend::connect(connect_string, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(feature = "zookeeper")]
+    async fn zookeeper_url(self, url: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = ZooKeeperBackend::connect_url(url, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(not(feature = "zookeeper"))]
+    async fn zookeeper_url(self, _url: &str) -> Result<Locker, LockError> {
+        Err(feature_off("zk", "zookeeper"))
     }
 
     /// The store at `LOCK_URL` when it is set (any scheme
@@ -107,4 +143,16 @@ impl LockerBuilder {
         );
         self.memory()
     }
+}
+
+/// The error for a URL of `scheme` in a build without lock-core's
+/// `feature`.
+#[cfg(any(not(feature = "etcd"), not(feature = "zookeeper")))]
+fn feature_off(scheme: &str, feature: &str) -> LockError {
+    let source = StoreError::refused(
+        Refusal::UnsupportedScheme(scheme.to_owned()),
+        format!("this build has no {feature} backend: turn on lock-core's `{feature}` feature"),
+    );
+    let scheme = scheme.to_owned();
+    LockError::UnsupportedScheme { scheme, source }
 }

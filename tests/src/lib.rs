@@ -33,5 +33,7 @@ pub use server::{
     LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, assert_nothing_left, command_calls,
     lasting_keys, lock_commands_sent, send_signal, unread_bytes,
 };
-pub use store::{Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys};
+pub use store::{
+    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, zookeeper_client,
+};
 pub use zookeeper::ZooKeeperServer;

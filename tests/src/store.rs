@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use lock_core::backend::{
     Attempt, Claim, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal,
-    StoreFuture,
+    StoreFuture, ZooKeeperBackend,
 };
 use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
-use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet};
+use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet, ZooKeeperServer};
 
 /// A store under test.
 pub enum TestStore {
@@ -31,6 +31,8 @@ pub enum TestStore {
     Cluster(ClusterSet),
     /// A single etcd member from the kit.
     Etcd(EtcdServer),
+    /// A standalone ZooKeeper server from the kit.
+    ZooKeeper(ZooKeeperServer),
 }
 
 impl TestStore {
@@ -72,6 +74,11 @@ impl TestStore {
         TestStore::Etcd(EtcdServer::start())
     }
 
+    /// A fresh standalone ZooKeeper server.
+    pub fn zookeeper() -> Self {
+        TestStore::ZooKeeper(ZooKeeperServer::start())
+    }
+
     /// Whether the store keeps every kind of lock (RedLock keeps the plain
     /// lock and the multi-lock over it only).
     pub fn keeps_the_family(&self) -> bool {
@@ -82,7 +89,7 @@ impl TestStore {
     /// (etcd: every lock is a queue of entries), which giving up withdraws
     /// with a release.
     pub fn plain_locks_queue(&self) -> bool {
-        matches!(self, TestStore::Etcd(_))
+        matches!(self, TestStore::Etcd(_) | TestStore::ZooKeeper(_))
     }
 
     /// The server, for Redis stores (inspected over plain TCP): the first
@@ -98,7 +105,7 @@ impl TestStore {
             TestStore::Sentinel(set) => vec![set.first_master()],
             TestStore::RedLock(masters) => masters.iter().collect(),
             TestStore::Cluster(cluster) => cluster.nodes().iter().collect(),
-            TestStore::Memory(_) | TestStore::Etcd(_) => vec![],
+            TestStore::Memory(_) | TestStore::Etcd(_) | TestStore::ZooKeeper(_) => vec![],
         }
     }
 
@@ -110,6 +117,7 @@ impl TestStore {
                 let left = etcd_keys(member).await;
                 assert!(left.is_empty(), "left behind in etcd: {left:?}");
             }
+            TestStore::ZooKeeper(server) => zookeeper_empties(server).await,
             _ => crate::assert_nothing_left(self.servers()).await,
         }
     }
@@ -157,6 +165,11 @@ impl TestStore {
                     .await
                     .expect("connect to the test etcd"),
             ),
+            TestStore::ZooKeeper(server) => Arc::new(
+                ZooKeeperBackend::connect(&server.address(), Duration::from_secs(2))
+                    .await
+                    .expect("connect to the test ZooKeeper"),
+            ),
             TestStore::RedLock(masters) => {
                 let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -180,6 +193,31 @@ impl TestStore {
         match self {
             TestStore::Memory(memory) => {
                 assert!(memory.evict(&keys), "no lease to evict");
+            }
+            TestStore::ZooKeeper(server) => {
+                let client = zookeeper_client(server).await;
+                let kinds = [
+                    keys.lease().to_owned(),
+                    keys.fair(),
+                    keys.rw(),
+                    keys.permits(),
+                    keys.segments(),
+                ];
+                let mut removed = 0;
+                for kind in kinds {
+                    let parent = format!("/{}", kind.replace('/', "%2F"));
+                    let children = client.list_children(&parent).await.unwrap_or_default();
+                    for child in children {
+                        if client
+                            .delete(&format!("{parent}/{child}"), None)
+                            .await
+                            .is_ok()
+                        {
+                            removed += 1;
+                        }
+                    }
+                }
+                assert!(removed >= 1, "no lease to delete");
             }
             TestStore::Etcd(member) => {
                 let mut client = etcd_client(member).await;
@@ -223,6 +261,40 @@ pub async fn etcd_client(member: &EtcdServer) -> etcd_client::Client {
     etcd_client::Client::connect([member.endpoint()], None)
         .await
         .expect("connect to the test etcd")
+}
+
+/// A client of the test server `server` (a session of its own).
+pub async fn zookeeper_client(server: &ZooKeeperServer) -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(&server.address())
+        .await
+        .expect("connect to the test ZooKeeper")
+}
+
+/// Asserts that `server` keeps no lock node: its lock nodes are gone now,
+/// and their parents (containers) within the seconds ZooKeeper takes to
+/// remove empty ones.
+async fn zookeeper_empties(server: &ZooKeeperServer) {
+    let client = zookeeper_client(server).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (mut top, watcher) = client.list_and_watch_children("/").await.expect("list /");
+        top.retain(|name| name != "zookeeper");
+        for parent in &top {
+            let children = client
+                .list_children(&format!("/{parent}"))
+                .await
+                .unwrap_or_default();
+            assert!(
+                children.is_empty(),
+                "left behind in ZooKeeper under /{parent}: {children:?}"
+            );
+        }
+        if top.is_empty() {
+            return;
+        }
+        let changed = tokio::time::timeout_at(deadline, watcher.changed()).await;
+        assert!(changed.is_ok(), "empty parents left in ZooKeeper: {top:?}");
+    }
 }
 
 /// Every key in the etcd of `member`.

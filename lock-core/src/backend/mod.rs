@@ -24,13 +24,15 @@ use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
 mod claim;
-#[cfg(feature = "etcd")]
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod entries;
 #[cfg(feature = "etcd")]
 mod etcd;
 pub mod memory;
 pub mod redis;
 mod redlock;
+#[cfg(feature = "zookeeper")]
+mod zookeeper;
 
 pub use self::claim::{Attempt, Claim, Grant};
 #[cfg(feature = "etcd")]
@@ -38,6 +40,8 @@ pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;
+#[cfg(feature = "zookeeper")]
+pub use self::zookeeper::ZooKeeperBackend;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

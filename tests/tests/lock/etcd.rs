@@ -145,9 +145,11 @@ async fn connect_picks_the_store_by_url_scheme() {
     guard.release().await.unwrap();
     let err = Locker::connect("etcd://127.0.0.1").await.unwrap_err();
     assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
-    let err = Locker::connect("zk://127.0.0.1:2181").await.unwrap_err();
+    let err = Locker::connect("consul://127.0.0.1:8500")
+        .await
+        .unwrap_err();
     assert!(
-        matches!(&err, LockError::UnsupportedScheme { scheme, .. } if scheme == "zk"),
+        matches!(&err, LockError::UnsupportedScheme { scheme, .. } if scheme == "consul"),
         "{err}"
     );
     // Nothing listens on port 1.

@@ -16,6 +16,7 @@ mod redis_only;
 mod redlock;
 mod replicas;
 mod sentinel;
+mod zookeeper;
 mod zookeeper_kit;
 
 /// Runs each conformance test on every store, in a module per store; the
@@ -29,6 +30,7 @@ macro_rules! on_every_backend {
         on_stores!(redis_cluster_backend, cluster, $($plain,)* $($family,)*);
         on_stores!(redlock_backend, redlock, $($plain,)*);
         on_stores!(etcd_backend, etcd, $($plain,)* $($family,)*);
+        on_stores!(zookeeper_backend, zookeeper, $($plain,)* $($family,)*);
     };
 }
 

@@ -10,6 +10,7 @@
 //! the entry before theirs ([`turn`]). Entries no longer renewed are
 //! deleted at their ttl ([`held`]).
 
+mod acquire;
 mod connect;
 mod errors;
 mod leases;
@@ -25,13 +26,12 @@ use tokio::time::Instant;
 
 use self::errors::lease_gone;
 use self::leases::{Lease, Leases};
-use self::queue::{Names, find_segment, take_place, take_segment};
+use self::queue::{Names, find_segment};
 use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
 use super::entries::{self, Entry, Held, Rounds};
-use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
-use crate::token::FencingToken;
 
 /// Leases in etcd (feature `etcd`): made by
 /// [`LockerBuilder::etcd`](crate::LockerBuilder::etcd) or an `etcd://` URL.
@@ -78,128 +78,6 @@ impl EtcdBackend {
     /// waiting ticket has one, until it is released or runs out).
     pub fn entries(&self) -> usize {
         self.shared.held.len()
-    }
-
-    async fn acquire(
-        &self,
-        keys: &StoredKeys,
-        claim: Claim,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        let shared = &self.shared;
-        let started = Instant::now();
-        let names = Names::of(keys, claim, owner);
-        self.reaper();
-        // A ticket asked for again stays under its own lease.
-        let mut lease = match shared.held.get(&names.entry) {
-            Some(entry) => entry.lease,
-            None => shared.leases.for_ttl(ttl).await?,
-        };
-        // A lease that ran out behind this backend's back (a pause longer
-        // than its ttl) is replaced once; its entries went with it.
-        for retry in [false, true] {
-            match self
-                .acquire_under(&names, claim, owner, &lease, started)
-                .await
-            {
-                Err(Gone::Lease) if !retry => {
-                    shared.leases.forget(&lease);
-                    shared.held.take(&names.entry);
-                    lease = shared.leases.for_ttl(ttl).await?;
-                }
-                Err(Gone::Lease) => break,
-                Err(Gone::Store(err)) => return Err(err),
-                Ok(attempt) => return Ok(attempt),
-            }
-        }
-        Err(StoreError::new("etcd dropped a fresh lease", true))
-    }
-
-    /// One try under `lease`, kept alive since `started`.
-    async fn acquire_under(
-        &self,
-        names: &Names,
-        claim: Claim,
-        owner: &str,
-        lease: &Arc<Lease>,
-        started: Instant,
-    ) -> Result<Attempt, Gone> {
-        let shared = &self.shared;
-        let (client, timeout) = (&shared.client, shared.timeout);
-        if shared.held.is_reaping(&names.entry) {
-            return Err(Gone::Store(reaping()));
-        }
-        // The keep-alive goes with the put: the entry then lives a full
-        // ttl from `started`, whenever the lease was last renewed.
-        let alive = lease.confirm_since(started);
-        let (place, alive) = match claim {
-            Claim::Segment { of } => {
-                let take = take_segment(client, timeout, &names.base, of, owner, lease.id);
-                let (segment, alive) = tokio::join!(take, alive);
-                let placed = segment.map_err(Gone::from)?.map(|segment| {
-                    let index = segment.index;
-                    (Placed::from(segment), Some(index))
-                });
-                (placed, alive)
-            }
-            _ => {
-                let take = take_place(client, timeout, names, claim, lease.id);
-                let (place, alive) = tokio::join!(take, alive);
-                let place = place.map_err(Gone::from)?;
-                let placed = Placed {
-                    stored: names.entry.clone(),
-                    revision: place.revision,
-                    lease: place.lease,
-                    holds: place.holds,
-                };
-                (Some((placed, None)), alive)
-            }
-        };
-        let Some((placed, segment)) = place else {
-            return match alive {
-                Ok(false) => Err(Gone::Lease),
-                _ => Ok(Attempt::Held { remaining: None }),
-            };
-        };
-        let ttl = lease.ttl;
-        let entry = Entry {
-            stored: placed.stored.clone(),
-            revision: placed.revision,
-            lease: Arc::clone(lease),
-            expires: Instant::now() + ttl,
-        };
-        // Recorded before anything else can fail: if nothing releases the
-        // entry, the reaper deletes it at its ttl.
-        if !shared.held.put(names.entry.clone(), entry) {
-            return Err(Gone::Store(reaping()));
-        }
-        if placed.lease != lease.id {
-            // Put under a lease this backend no longer keeps (by a send
-            // whose answer was lost): not one to hold on.
-            shared.held.take(&names.entry);
-            let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
-            let err = StoreError::new("the entry was under an abandoned lease", true);
-            return Err(Gone::Store(err));
-        }
-        match alive {
-            Ok(true) => {}
-            Ok(false) => return Err(Gone::Lease),
-            // The entry stands: whoever gives up on it releases it.
-            Err(err) => return Err(Gone::Store(err.unknown(true))),
-        }
-        let token = u64::try_from(placed.revision).unwrap_or(0);
-        if !placed.holds {
-            // Asked again well within the ticket's ttl, which keeps it.
-            return Ok(Attempt::Queued {
-                remaining: Some(ttl / 3),
-            });
-        }
-        let grant = Grant::new(FencingToken::new(token), ttl);
-        Ok(Attempt::Acquired(match segment {
-            Some(index) => grant.with_segment(index),
-            None => grant,
-        }))
     }
 
     async fn renew_entry(

@@ -1,0 +1,210 @@
+//! Acquiring on ZooKeeper: a queue node for most kinds, a segment's queue
+//! taken only when empty for a striped lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::errors::bounded;
+use super::queue::{Child, Names, children, create, holds, parse_segment, segment_tag};
+use super::sessions::Session;
+use super::{ZooKeeperBackend, delete, reaping};
+use crate::backend::entries::Entry;
+use crate::backend::{Attempt, Claim, Grant};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+use crate::token::FencingToken;
+
+impl ZooKeeperBackend {
+    pub(super) async fn acquire(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        let shared = &self.shared;
+        let timeout = shared.timeout;
+        let names = Names::of(keys, claim, owner);
+        self.reaper();
+        if shared.held.is_reaping(&names.ticket) {
+            return Err(reaping());
+        }
+        if let Claim::Segment { of } = claim {
+            return self.acquire_segment(&names, of, owner, ttl).await;
+        }
+        // A ticket asked for again keeps its node, while its session lives.
+        let kept = shared
+            .held
+            .get(&names.ticket)
+            .filter(|e| e.lease.may_serve());
+        let entry = match kept {
+            Some(entry) => entry,
+            None => {
+                shared.held.take(&names.ticket);
+                let session = shared.sessions.for_ttl(ttl).await?;
+                let (path, czxid) = create(&session.client, timeout, &names, &names.prefix).await?;
+                let entry = Entry {
+                    stored: path,
+                    revision: czxid,
+                    expires: Instant::now() + session.ttl,
+                    lease: session,
+                };
+                // Recorded before anything else can fail: if nothing
+                // releases the node, the reaper deletes it at its ttl.
+                if !shared.held.put(names.ticket.clone(), entry.clone()) {
+                    return Err(reaping());
+                }
+                entry
+            }
+        };
+        let session = &entry.lease;
+        let all = children(&session.client, timeout, &names.parent).await;
+        // The node stands: whoever gives up on it releases it.
+        let all = all.map_err(|err| err.unknown(true))?;
+        let mine = entry.stored.rsplit('/').next().unwrap_or_default();
+        match holds(&all, mine, claim) {
+            Err(stored) => {
+                let _ = self.release_entry(keys, claim, owner).await;
+                let Claim::Permit { of } = claim else {
+                    unreachable!("only permits name a count")
+                };
+                Err(StoreError::size_disagrees("permits", of, stored))
+            }
+            Ok(None) => {
+                shared.held.take(&names.ticket);
+                Err(StoreError::new(
+                    "the lock's node is gone with its session",
+                    false,
+                ))
+            }
+            Ok(Some(true)) => {
+                let token = FencingToken::new(u64::try_from(entry.revision).unwrap_or(0));
+                Ok(Attempt::Acquired(Grant::new(token, session.ttl)))
+            }
+            // Asked again well within the ticket's ttl, which keeps it.
+            Ok(Some(false)) => Ok(Attempt::Queued {
+                remaining: Some(session.ttl / 3),
+            }),
+        }
+    }
+
+    /// Takes a free segment of `of`: one whose queue is empty, by putting
+    /// a node in it and keeping it only if it came first.
+    async fn acquire_segment(
+        &self,
+        names: &Names,
+        of: u32,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        let shared = &self.shared;
+        let timeout = shared.timeout;
+        let session = match shared
+            .held
+            .get(&names.ticket)
+            .filter(|e| e.lease.may_serve())
+        {
+            Some(entry) => entry.lease,
+            None => shared.sessions.for_ttl(ttl).await?,
+        };
+        let client = &session.client;
+        let all = children(client, timeout, &names.parent).await?;
+        let mut taken = Vec::new();
+        for child in all.iter().filter_map(|name| Child::parse(name)) {
+            let Some((index, stored)) = parse_segment(child.kind) else {
+                continue;
+            };
+            if stored != of {
+                return Err(StoreError::size_disagrees("segments", of, stored));
+            }
+            if child.owner == owner {
+                // Asked again, or a create whose reply was lost.
+                if let Some(attempt) = self
+                    .first_of(names, &all, child.name, index, &session)
+                    .await?
+                {
+                    return Ok(attempt);
+                }
+            }
+            taken.push(index);
+        }
+        // Start at a segment of our own, so that contenders spread out.
+        let start = owner
+            .bytes()
+            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        for index in (0..of).map(|i| start.wrapping_add(i) % of) {
+            if taken.contains(&index) {
+                continue;
+            }
+            let prefix = format!("{owner}-{}-", segment_tag(index, of));
+            let (path, czxid) = create(client, timeout, names, &prefix).await?;
+            let entry = Entry {
+                stored: path.clone(),
+                revision: czxid,
+                expires: Instant::now() + session.ttl,
+                lease: Arc::clone(&session),
+            };
+            if !shared.held.put(names.ticket.clone(), entry) {
+                return Err(reaping());
+            }
+            let all = children(client, timeout, &names.parent)
+                .await
+                .map_err(|e| e.unknown(true))?;
+            let mine = path.rsplit('/').next().unwrap_or_default();
+            if let Some(attempt) = self.first_of(names, &all, mine, index, &session).await? {
+                return Ok(attempt);
+            }
+        }
+        Ok(Attempt::Held { remaining: None })
+    }
+
+    /// The grant of segment `index` if node `mine` comes first in it among
+    /// `all`; else its node is taken back (`None`).
+    async fn first_of(
+        &self,
+        names: &Names,
+        all: &[String],
+        mine: &str,
+        index: u32,
+        session: &Arc<Session>,
+    ) -> Result<Option<Attempt>, StoreError> {
+        let shared = &self.shared;
+        let path = names.path(mine);
+        let kind = Child::parse(mine)
+            .map(|child| child.kind.to_owned())
+            .unwrap_or_default();
+        let first = all
+            .iter()
+            .find(|name| Child::parse(name).is_some_and(|c| c.kind == kind));
+        if first.map(String::as_str) == Some(mine) {
+            let czxid = match shared.held.get(&names.ticket).filter(|e| e.stored == path) {
+                Some(entry) => entry.revision,
+                None => {
+                    let stat =
+                        bounded(shared.timeout, false, session.client.check_stat(&path)).await?;
+                    let Some(stat) = stat else { return Ok(None) };
+                    let entry = Entry {
+                        stored: path.clone(),
+                        revision: stat.czxid,
+                        expires: Instant::now() + session.ttl,
+                        lease: Arc::clone(session),
+                    };
+                    if !shared.held.put(names.ticket.clone(), entry) {
+                        return Err(reaping());
+                    }
+                    stat.czxid
+                }
+            };
+            let token = FencingToken::new(u64::try_from(czxid).unwrap_or(0));
+            return Ok(Some(Attempt::Acquired(
+                Grant::new(token, session.ttl).with_segment(index),
+            )));
+        }
+        // Another got there first: not a place to wait in.
+        shared.held.take(&names.ticket);
+        delete(&session.client, shared.timeout, &path).await?;
+        Ok(None)
+    }
+}

@@ -1,0 +1,84 @@
+//! Connecting: a connect string or a `zk://` URL, checked with one request.
+
+use std::time::Duration;
+
+use zookeeper_client::{Acls, CreateMode};
+
+use super::errors::bounded;
+use super::{LOOKUP_TTL, ZooKeeperBackend};
+use crate::store_error::{Refusal, StoreError};
+
+impl ZooKeeperBackend {
+    /// Connects to the ZooKeeper ensemble `connect_string` names
+    /// (`host:port[,host:port...][/chroot]`; one reachable server is
+    /// enough, and the session moves to another when it fails), bounding
+    /// connects and requests by `timeout`. A chroot that does not exist
+    /// is made (a persistent node). One session is opened and one read
+    /// checks that the ensemble answers.
+    pub async fn connect(connect_string: &str, timeout: Duration) -> Result<Self, StoreError> {
+        check_hosts(connect_string)?;
+        if let Some(at) = connect_string.find('/') {
+            let (hosts, chroot) = connect_string.split_at(at);
+            let unrooted = ZooKeeperBackend::new(hosts.to_owned(), timeout);
+            let session = unrooted.shared.sessions.for_ttl(LOOKUP_TTL).await?;
+            let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            bounded(timeout, true, session.client.mkdir(chroot, &options)).await?;
+        }
+        let backend = ZooKeeperBackend::new(connect_string.to_owned(), timeout);
+        let session = backend.shared.sessions.for_ttl(LOOKUP_TTL).await?;
+        bounded(timeout, false, session.client.check_stat("/")).await?;
+        Ok(backend)
+    }
+
+    /// Connects as [`connect`](Self::connect) does, to the ensemble a
+    /// `zk://host:port[,host:port...][/chroot]` URL names.
+    pub async fn connect_url(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let Some(connect_string) = url.strip_prefix("zk://") else {
+            return Err(invalid("not a zk:// URL"));
+        };
+        Self::connect(connect_string, timeout).await
+    }
+}
+
+fn invalid(why: &str) -> StoreError {
+    let message = format!("{why}: expected zk://host:port[,host:port...][/chroot]");
+    StoreError::refused(Refusal::InvalidUrl, message)
+}
+
+/// Checks that `connect_string` names hosts with ports, and a chroot that
+/// is a path.
+fn check_hosts(connect_string: &str) -> Result<(), StoreError> {
+    let (hosts, chroot) = match connect_string.find('/') {
+        Some(at) => connect_string.split_at(at),
+        None => (connect_string, ""),
+    };
+    for host in hosts.split(',') {
+        let well_formed = host.rsplit_once(':').is_some_and(|(name, port)| {
+            !name.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !well_formed {
+            return Err(invalid(&format!("`{host}` is not host:port")));
+        }
+    }
+    let bad_chroot = chroot.ends_with('/') || chroot.contains("//");
+    if bad_chroot {
+        return Err(invalid(&format!("`{chroot}` is not a chroot path")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_hosts;
+
+    #[test]
+    fn connect_strings_name_servers_and_a_chroot() {
+        for good in ["127.0.0.1:2181", "a:1,b:2,c:3/locks", "h:2181/app/locks"] {
+            assert!(check_hosts(good).is_ok(), "{good}");
+        }
+        for bad in ["", "host", "h:0", "h:1,", "h:1/", "h:1//x", "h:x"] {
+            let err = check_hosts(bad).unwrap_err();
+            assert!(err.refusal().is_some(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The ZooKeeper backend: each acquisition creates an ephemeral sequential
+//! node `<owner>-<kind>-<sequence>` under the lock's parent node
+//! (`/<namespace>:{<key>}:<kind>`, a container ZooKeeper removes once
+//! empty), and holds when the nodes before it allow (see [`queue`]). The
+//! node's czxid is the fencing token: ZooKeeper's transaction ids only grow,
+//! across leader changes too, where a sequence number starts again with a
+//! new parent.
+//!
+//! The lease is the session: one per ttl, shared by every lock of that
+//! ttl ([`sessions`]), kept alive by the client; its negotiated timeout is
+//! the ttl granted. Renewals read the held nodes of a session in one
+//! request per tick ([`standing`]). Waiters watch the node before theirs
+//! ([`turn`]). Nodes no longer renewed are deleted at their ttl by the
+//! reaper the etcd backend uses too.
+
+mod acquire;
+mod connect;
+mod errors;
+mod queue;
+mod sessions;
+mod standing;
+mod turn;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use self::errors::bounded;
+use self::queue::{Child, Names, children, zk_no_node};
+use self::sessions::{Session, Sessions};
+use self::standing::{MAX_READS, Standing};
+use super::entries::{self, Entry, Held, Rounds};
+use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+
+/// The ttl of the session used for lookups that belong to no lock.
+const LOOKUP_TTL: Duration = Duration::from_secs(30);
+
+/// Leases in ZooKeeper (feature `zookeeper`): made by
+/// [`LockerBuilder::zookeeper`](crate::LockerBuilder::zookeeper) or a
+/// `zk://` URL.
+///
+/// Every kind of lock runs on it, granted in the order nodes were created
+/// (fair) for every kind, the plain lock included. A lock's ttl is its
+/// session's timeout, as the server agrees to it (by default between 2 and
+/// 20 ticks of the server): a lock asking for less or more is granted that,
+/// and its guard's deadline and renewals follow the granted ttl. A
+/// connection lost for less than that keeps the locks; an expired session
+/// loses them.
+#[derive(Clone)]
+pub struct ZooKeeperBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    sessions: Sessions,
+    timeout: Duration,
+    held: Arc<Held<Session>>,
+    /// The reaper task, on the runtime that last needed it.
+    reaper: Mutex<Option<tokio::task::AbortHandle>>,
+    description: String,
+}
+
+impl ZooKeeperBackend {
+    fn new(connect_string: String, timeout: Duration) -> Self {
+        ZooKeeperBackend {
+            shared: Arc::new(Shared {
+                sessions: Sessions::new(connect_string.clone(), timeout),
+                timeout,
+                held: Arc::default(),
+                reaper: Mutex::default(),
+                description: format!("zookeeper {connect_string}"),
+            }),
+        }
+    }
+
+    /// Nodes this backend holds or waits with.
+    pub fn entries(&self) -> usize {
+        self.shared.held.len()
+    }
+
+    async fn renew_entry(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let names = Names::of(keys, claim, owner);
+        let Some(entry) = self.shared.held.extend(&names.ticket) else {
+            return Ok(false);
+        };
+        self.reaper();
+        if !entry.lease.may_serve() {
+            return Ok(false);
+        }
+        let standing = entry.lease.standing(self.shared.timeout);
+        let check = standing.ask((entry.stored.clone(), entry.revision));
+        match tokio::time::timeout(self.shared.timeout, check).await {
+            Ok(Some(Ok(stands))) => Ok(stands),
+            // An expired session says so on the next request.
+            Ok(Some(Err(_))) if !entry.lease.may_serve() => Ok(false),
+            Ok(Some(Err(err))) => Err(err),
+            Ok(None) => Err(StoreError::new("the renewal task stopped", false)),
+            Err(_) => Err(StoreError::timed_out(self.shared.timeout)),
+        }
+    }
+
+    async fn release_entry(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let shared = &self.shared;
+        let names = Names::of(keys, claim, owner);
+        if let Some(entry) = shared.held.take(&names.ticket) {
+            let deleted = delete(&entry.lease.client, shared.timeout, &entry.stored).await;
+            if deleted.is_err() && entry.lease.may_serve() {
+                // Left to the reaper, which tries again at once.
+                let expires = Instant::now();
+                shared.held.put(names.ticket, Entry { expires, ..entry });
+                self.reaper();
+            }
+            return deleted;
+        }
+        // Not recorded (an acquire whose answer never arrived): found by
+        // its owner value.
+        let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+        let all = children(&session.client, shared.timeout, &names.parent).await?;
+        let mut any = false;
+        for child in all.iter().filter_map(|name| Child::parse(name)) {
+            if child.owner == owner {
+                any |= delete(&session.client, shared.timeout, &names.path(child.name)).await?;
+            }
+        }
+        Ok(any)
+    }
+
+    async fn subscribe_turn(
+        &self,
+        keys: &StoredKeys,
+        claim: Claim,
+        ticket: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        let shared = &self.shared;
+        let timeout = shared.timeout;
+        let names = Names::of(keys, claim, ticket.unwrap_or(""));
+        let entry = ticket.and_then(|_| shared.held.get(&names.ticket));
+        match entry {
+            Some(entry) => {
+                let mine = entry
+                    .stored
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                turn::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
+            }
+            None => {
+                let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+                turn::changes_under(session.client.clone(), timeout, names.parent).await
+            }
+        }
+    }
+
+    /// Starts the reaper on this runtime if it is not running.
+    fn reaper(&self) {
+        let shared = &self.shared;
+        let mut reaper = shared.reaper.lock().unwrap_or_else(PoisonError::into_inner);
+        if reaper.as_ref().is_some_and(|task| !task.is_finished()) {
+            return;
+        }
+        let timeout = shared.timeout;
+        let delete: entries::Delete<Session> = Box::new(move |entry| {
+            Box::pin(async move { delete(&entry.lease.client, timeout, &entry.stored).await })
+        });
+        let held = Arc::downgrade(&shared.held);
+        let task = tokio::spawn(entries::reap(
+            held,
+            Arc::clone(&shared.held.changed),
+            delete,
+        ));
+        *reaper = Some(task.abort_handle());
+    }
+}
+
+/// Deletes the node at `path`: whether it was there.
+async fn delete(
+    client: &zookeeper_client::Client,
+    timeout: Duration,
+    path: &str,
+) -> Result<bool, StoreError> {
+    match bounded(timeout, true, client.delete(path, None)).await {
+        Ok(()) => Ok(true),
+        Err(err) if zk_no_node(&err) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// The error of an acquire whose node the reaper is deleting (its ttl ran
+/// out before it was asked for again): asked again, it is made anew.
+fn reaping() -> StoreError {
+    StoreError::new("the node ran out and is being deleted", false)
+}
+
+impl Session {
+    /// The task that checks this session's held nodes, started on this
+    /// runtime if there is none.
+    fn standing(&self, timeout: Duration) -> Rounds<Standing> {
+        let mut standing = self.standing.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*standing {
+            Some(rounds) if !rounds.is_closed() => rounds.clone(),
+            _ => {
+                let round = Standing {
+                    client: self.client.clone(),
+                    timeout,
+                };
+                let rounds = Rounds::spawn(round, MAX_READS);
+                *standing = Some(rounds.clone());
+                rounds
+            }
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let reaper = self
+            .reaper
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = reaper.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Backend for ZooKeeperBackend {
+    fn supports(&self, _: Claim) -> bool {
+        true
+    }
+
+    fn try_acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        ttl: Duration,
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(self.acquire(keys, claim, owner, ttl))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+        _ttl: Duration,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(self.renew_entry(keys, claim, owner))
+    }
+
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(self.release_entry(keys, claim, owner))
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        claim: Claim,
+        ticket: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
+    }
+
+    fn describe(&self) -> String {
+        self.shared.description.clone()
+    }
+}

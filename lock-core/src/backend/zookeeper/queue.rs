@@ -1,0 +1,214 @@
+//! Taking a place: each acquisition creates an ephemeral sequential node
+//! `<owner>-<kind>-<sequence>` under the lock's parent node, in its
+//! session, and holds when the nodes before it allow: none for a plain,
+//! fair or write lock, no writer for a reader, fewer than N for one of N
+//! permits. The others wait their turn, fair by sequence. The owner value
+//! leads the name (Curator's "protected" mode), so that a create whose
+//! reply was lost is found again rather than leaked. A striped lock's
+//! segment `i` is a queue of its own within the parent (`s<i>of<N>-...`),
+//! taken only when it is empty.
+
+use std::time::Duration;
+
+use zookeeper_client::{Acls, Client, CreateMode, Error};
+
+use super::errors::bounded;
+use crate::backend::Claim;
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+
+/// Where a claim's nodes are, and what this acquisition's are called.
+pub(super) struct Names {
+    /// The parent node of the claim's kind on the key.
+    pub(super) parent: String,
+    /// The start of this acquisition's node name (before the sequence).
+    pub(super) prefix: String,
+    /// What the held table files the acquisition under.
+    pub(super) ticket: String,
+}
+
+/// One child of a lock's parent: its name, and the parts of it.
+pub(super) struct Child<'a> {
+    pub(super) name: &'a str,
+    pub(super) owner: &'a str,
+    pub(super) kind: &'a str,
+    pub(super) sequence: i64,
+}
+
+impl<'a> Child<'a> {
+    /// Parses `<owner>-<kind>-<sequence>`; `None` for another name.
+    pub(super) fn parse(name: &'a str) -> Option<Self> {
+        let (rest, sequence) = name.rsplit_once('-')?;
+        let (owner, kind) = rest.rsplit_once('-')?;
+        Some(Child {
+            name,
+            owner,
+            kind,
+            sequence: sequence.parse().ok()?,
+        })
+    }
+}
+
+/// The kind tag of `claim` in node names (a segment's is made when one is
+/// picked: [`segment_tag`]).
+fn tag(claim: Claim) -> String {
+    match claim {
+        Claim::Read => "r".to_owned(),
+        Claim::Write => "w".to_owned(),
+        Claim::Permit { of } => format!("p{of}"),
+        _ => "x".to_owned(),
+    }
+}
+
+impl Names {
+    /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
+    /// is a lock of its own, as on Redis.
+    pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
+        let stored = match claim {
+            Claim::Fair => keys.fair(),
+            Claim::Read | Claim::Write => keys.rw(),
+            Claim::Permit { .. } => keys.permits(),
+            Claim::Segment { .. } => keys.segments(),
+            _ => keys.lease().to_owned(),
+        };
+        // A node name holds no `/`; the escaped key holds no raw `%`, so
+        // writing `/` as `%2F` keeps names apart.
+        let parent = format!("/{}", stored.replace('/', "%2F"));
+        let prefix = format!("{owner}-{}-", tag(claim));
+        let ticket = format!("{parent}/{owner}");
+        Names {
+            parent,
+            prefix,
+            ticket,
+        }
+    }
+
+    /// The full path of child `name`.
+    pub(super) fn path(&self, name: &str) -> String {
+        format!("{}/{name}", self.parent)
+    }
+}
+
+/// The children of `parent` that are lock nodes, in sequence order (none if
+/// the parent is gone).
+pub(super) async fn children(
+    client: &Client,
+    timeout: Duration,
+    parent: &str,
+) -> Result<Vec<String>, StoreError> {
+    match bounded(timeout, false, client.list_children(parent)).await {
+        Ok(mut names) => {
+            names.retain(|name| Child::parse(name).is_some());
+            names.sort_by_key(|name| Child::parse(name).map_or(0, |c| c.sequence));
+            Ok(names)
+        }
+        Err(err) => match zk_no_node(&err) {
+            true => Ok(Vec::new()),
+            false => Err(err),
+        },
+    }
+}
+
+/// Whether `err` is ZooKeeper's "no node".
+pub(super) fn zk_no_node(err: &StoreError) -> bool {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<Error>())
+        .is_some_and(|err| matches!(err, Error::NoNode))
+}
+
+/// Creates `names.prefix` + a sequence under the parent (made first as a
+/// container if it is missing), ephemeral in `client`'s session; its path
+/// and czxid. A create whose reply was lost is found by its prefix.
+pub(super) async fn create(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    prefix: &str,
+) -> Result<(String, i64), StoreError> {
+    let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let path = names.path(prefix);
+    for _ in 0..2 {
+        match client.create(&path, &[], &options).await {
+            Ok((stat, sequence)) => return Ok((format!("{path}{sequence}"), stat.czxid)),
+            Err(Error::NoNode) => {
+                let parent = CreateMode::Container.with_acls(Acls::anyone_all());
+                match bounded(timeout, true, client.create(&names.parent, &[], &parent)).await {
+                    Ok(_) => {}
+                    Err(err) if exists_already(&err) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Err(Error::ConnectionLoss) => return found(client, timeout, names, prefix).await,
+            Err(err) => return Err(super::errors::store_error(err, true)),
+        }
+    }
+    Err(StoreError::new(
+        "the lock's parent node vanished twice",
+        false,
+    ))
+}
+
+fn exists_already(err: &StoreError) -> bool {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<Error>())
+        .is_some_and(|err| matches!(err, Error::NodeExists))
+}
+
+/// The node a create with a lost reply made, if it did.
+async fn found(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    prefix: &str,
+) -> Result<(String, i64), StoreError> {
+    let lost = StoreError::new("the connection broke during a create", true);
+    let children = children(client, timeout, &names.parent)
+        .await
+        .map_err(|_| lost.clone())?;
+    let Some(name) = children.iter().find(|name| name.starts_with(prefix)) else {
+        return Err(lost);
+    };
+    let path = names.path(name);
+    match bounded(timeout, false, client.check_stat(&path)).await {
+        Ok(Some(stat)) => Ok((path, stat.czxid)),
+        _ => Err(lost),
+    }
+}
+
+/// The kind tag of segment `index` of `of`.
+pub(super) fn segment_tag(index: u32, of: u32) -> String {
+    format!("s{index}of{of}")
+}
+
+/// Segment index and count of a segment's kind tag.
+pub(super) fn parse_segment(kind: &str) -> Option<(u32, u32)> {
+    let (index, of) = kind.strip_prefix('s')?.split_once("of")?;
+    Some((index.parse().ok()?, of.parse().ok()?))
+}
+
+/// Whether the node `mine` holds `claim` among the sorted `children`:
+/// `Ok(None)` if it is not among them, or the count of permits another
+/// holder uses if it differs.
+pub(super) fn holds(children: &[String], mine: &str, claim: Claim) -> Result<Option<bool>, u32> {
+    let Some(at) = children.iter().position(|name| name == mine) else {
+        return Ok(None);
+    };
+    let before = children[..at].iter().filter_map(|name| Child::parse(name));
+    Ok(Some(match claim {
+        Claim::Read => !before.clone().any(|child| child.kind == "w"),
+        Claim::Permit { of } => {
+            let holders = children
+                .iter()
+                .take(of as usize)
+                .filter_map(|n| Child::parse(n));
+            for child in holders {
+                let stored = child.kind.strip_prefix('p').and_then(|n| n.parse().ok());
+                if let Some(stored) = stored.filter(|&stored| stored != of) {
+                    return Err(stored);
+                }
+            }
+            at < of as usize
+        }
+        _ => at == 0,
+    }))
+}

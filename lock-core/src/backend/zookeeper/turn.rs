@@ -1,0 +1,149 @@
+//! Waiting for a turn without polling. A waiter with a node watches the
+//! one node it waits behind (the last one before it, of those it waits
+//! for) for its delete, then looks again, until none is left: only then is
+//! it told, once, and asks for the lock again. A waiter for one of N
+//! permits, and one for a striped lock (which has no node while it waits),
+//! hear of every change of the parent's children.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use zookeeper_client::{Client, OneshotWatcher};
+
+use super::errors::bounded;
+use super::queue::{Child, Names, children};
+use crate::backend::{Claim, ReleaseSignal};
+use crate::store_error::StoreError;
+
+/// Aborts the watching task when the signal is dropped.
+struct Registration(AbortHandle);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Tells the waiter whose node is `mine` (a child of `names.parent`) its
+/// turn.
+pub(super) async fn turn_of(
+    client: Client,
+    timeout: Duration,
+    names: Names,
+    claim: Claim,
+    mine: String,
+) -> Result<ReleaseSignal, StoreError> {
+    // The first look and watch are made here, so that a store that fails
+    // is told (and waited out by the waiter), not looped on.
+    let mut watching = behind(&client, timeout, &names, claim, &mine).await?;
+    let (told, signal) = watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        loop {
+            let Some(watcher) = watching.take() else {
+                told.send_modify(|n| *n += 1);
+                // Kept open until the waiter drops the signal.
+                std::future::pending::<()>().await;
+                return;
+            };
+            watcher.changed().await;
+            // A broken look drops `told`, which closes the signal: the
+            // waiter subscribes again.
+            match behind(&client, timeout, &names, claim, &mine).await {
+                Ok(next) => watching = next,
+                Err(_) => return,
+            }
+        }
+    });
+    Ok(ReleaseSignal::new(
+        signal,
+        Registration(task.abort_handle()),
+    ))
+}
+
+/// Tells of every change of the children of `parent` from now on (for
+/// waiters with no node); active when returned.
+pub(super) async fn changes_under(
+    client: Client,
+    timeout: Duration,
+    parent: String,
+) -> Result<ReleaseSignal, StoreError> {
+    let mut watcher = watch_children(&client, timeout, &parent).await?;
+    let (told, signal) = watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        loop {
+            watcher.changed().await;
+            told.send_modify(|n| *n += 1);
+            match watch_children(&client, timeout, &parent).await {
+                Ok(next) => watcher = next,
+                Err(_) => return,
+            }
+        }
+    });
+    Ok(ReleaseSignal::new(
+        signal,
+        Registration(task.abort_handle()),
+    ))
+}
+
+/// A watch on the children of `parent` (or on its creation, if it is gone).
+async fn watch_children(
+    client: &Client,
+    timeout: Duration,
+    parent: &str,
+) -> Result<OneshotWatcher, StoreError> {
+    match bounded(timeout, false, client.list_and_watch_children(parent)).await {
+        Ok((_, watcher)) => Ok(watcher),
+        Err(err) if super::queue::zk_no_node(&err) => {
+            let (_, watcher) = bounded(timeout, false, client.check_and_watch_stat(parent)).await?;
+            Ok(watcher)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// A watch on what the waiter with node `mine` waits behind now (`None`:
+/// its turn came).
+async fn behind(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    claim: Claim,
+    mine: &str,
+) -> Result<Option<OneshotWatcher>, StoreError> {
+    loop {
+        if let Claim::Permit { of } = claim {
+            let (all, watcher) = bounded(
+                timeout,
+                false,
+                client.list_and_watch_children(&names.parent),
+            )
+            .await?;
+            let mut all: Vec<Child<'_>> = all.iter().filter_map(|n| Child::parse(n)).collect();
+            all.sort_by_key(|child| child.sequence);
+            let at = all.iter().position(|child| child.name == mine);
+            return Ok(match at {
+                Some(at) if at >= of as usize => Some(watcher),
+                _ => None,
+            });
+        }
+        let all = children(client, timeout, &names.parent).await?;
+        let Some(at) = all.iter().position(|name| name == mine) else {
+            // Gone (the session ended): the waiter asks again and learns.
+            return Ok(None);
+        };
+        let before = all[..at].iter().rev().find(|name| {
+            let kind = Child::parse(name).map_or("", |child| child.kind);
+            claim != Claim::Read || kind == "w"
+        });
+        let Some(before) = before else {
+            return Ok(None);
+        };
+        let path = names.path(before);
+        let (stat, watcher) = bounded(timeout, false, client.check_and_watch_stat(&path)).await?;
+        if stat.is_some() {
+            return Ok(Some(watcher));
+        }
+        // Gone between the two looks: look again.
+    }
+}

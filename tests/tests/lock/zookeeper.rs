@@ -1,0 +1,126 @@
+//! The ZooKeeper backend's own promises, beyond the conformance suite
+//! (which runs on a standalone server too): the session timeout is the
+//! ttl granted, an unrenewed lock ends at its ttl while its session lives,
+//! a connection lost for less than the session keeps the locks, an
+//! expired session is told on every guard in it, and `zk://` URLs.
+
+use std::time::Duration;
+
+use lock_core::{LockError, Locker};
+use lock_testkit::ZooKeeperServer;
+use tokio::time::Instant;
+
+use crate::conformance::SLACK;
+
+async fn locker(server: &ZooKeeperServer, ttl: Duration) -> Locker {
+    Locker::builder()
+        .ttl(ttl)
+        .zookeeper(&server.address())
+        .await
+        .expect("connect to the test ZooKeeper")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_timeout_is_the_ttl_granted() {
+    let server = ZooKeeperServer::start();
+    let locker = locker(&server, Duration::from_secs(30)).await;
+    // The kit's server agrees to sessions of 200 ms (2 ticks) to 60 s.
+    let cases = [(100, 200), (1500, 1500), (90_000, 60_000)];
+    for (asked, granted) in cases {
+        let guard = locker
+            .lock(format!("ttl:{asked}"))
+            .ttl(Duration::from_millis(asked))
+            .await
+            .unwrap();
+        assert_eq!(
+            guard.ttl(),
+            Duration::from_millis(granted),
+            "asked {asked} ms"
+        );
+        assert!(guard.expires_in() <= guard.ttl());
+        guard.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrenewed_lock_ends_at_its_ttl_while_its_session_lives() {
+    let server = ZooKeeperServer::start();
+    let ttl = Duration::from_secs(1);
+    let holder = locker(&server, ttl).await;
+    let other = locker(&server, ttl).await;
+    let kept = holder.lock("kept").await.unwrap();
+    let unrenewed = holder.lock("unrenewed").watchdog(false).await.unwrap();
+    let acquired = Instant::now();
+    let next = other
+        .lock("unrenewed")
+        .wait(Duration::from_secs(5))
+        .await
+        .expect("the unrenewed lock outlived its ttl");
+    let after = acquired.elapsed();
+    assert!(
+        after >= ttl - Duration::from_millis(50),
+        "taken after {after:?}"
+    );
+    assert!(after <= ttl + SLACK, "taken after {after:?}");
+    assert!(next.token() > unrenewed.token());
+    assert!(kept.is_held());
+    next.release().await.unwrap();
+    kept.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_outage_keeps_the_locks_and_an_expired_session_loses_them() {
+    let server = ZooKeeperServer::start();
+    let ttl = Duration::from_secs(4);
+    let holder = locker(&server, ttl).await;
+    let guards = [
+        holder.lock("outage:0").await.unwrap(),
+        holder.lock("outage:1").await.unwrap(),
+    ];
+    // Frozen for a quarter of the session: the client reconnects within
+    // it, and the locks stand.
+    server.pause();
+    tokio::time::sleep(ttl / 4).await;
+    server.resume();
+    tokio::time::sleep(ttl / 2).await;
+    assert!(
+        guards.iter().all(|g| g.is_held()),
+        "a short outage lost a lock"
+    );
+    // Frozen for twice the session: the server expires it on waking, and
+    // every guard in it is told.
+    server.pause();
+    tokio::time::sleep(2 * ttl).await;
+    server.resume();
+    for guard in &guards {
+        let told = tokio::time::timeout(ttl / 3 + SLACK, guard.lost()).await;
+        assert!(matches!(told, Ok(LockError::Lost { .. })), "{told:?}");
+    }
+    // The Locker goes on with a new session; tokens rise.
+    let again = holder.lock("outage:0").await.unwrap();
+    assert!(again.token() > guards[0].token());
+    again.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zk_urls_name_the_ensemble_and_a_chroot() {
+    let server = ZooKeeperServer::start();
+    let url = format!(
+        "{}/app",
+        ZooKeeperServer::url(std::slice::from_ref(&server))
+    );
+    let locker = Locker::connect(&url).await.unwrap();
+    let guard = locker.lock("by-url").await.unwrap();
+    guard.release().await.unwrap();
+    for bad in ["zk://127.0.0.1", "zk://127.0.0.1:2181/", "zk://:2181"] {
+        let err = Locker::connect(bad).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidUrl { .. }), "{bad}: {err}");
+    }
+    // Nothing listens on port 1.
+    let err = Locker::builder()
+        .timeout(Duration::from_millis(500))
+        .connect("zk://127.0.0.1:1")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+}
