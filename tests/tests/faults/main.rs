@@ -1,6 +1,6 @@
 //! The fault suite: the lock under pauses, crashes, restarts, failover,
-//! network delay and hostile input, against real redis-server and etcd
-//! processes,
+//! network delay and hostile input, against real redis-server, etcd and
+//! ZooKeeper processes,
 //! with lock clients as separate OS processes where the fault is about a
 //! process. Each scenario checks its history with
 //! `lock_testkit::history::check`.
@@ -12,6 +12,6 @@
 //! (`lock::redis_only::tokens_rise_across_restart_without_persistence`);
 //! scenario 8 here adds the restart under load.
 
-mod etcd;
+mod consensus;
 mod harness;
 mod scenarios;
