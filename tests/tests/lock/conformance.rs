@@ -161,6 +161,31 @@ pub async fn tokens_strictly_increase(store: TestStore) {
     }
 }
 
+/// A waiter granted after another kind's lock on the key was taken gets a
+/// later token, however early it queued (etcd and ZooKeeper queue it with
+/// an entry made before that lock).
+pub async fn tokens_rise_in_grant_order_across_kinds(store: TestStore) {
+    let holder = store.locker().await;
+    let (waiter, counts) = store.locker_with(|l| l).await;
+    let writer = store.locker().await;
+    let held = holder.lock("granted").await.unwrap();
+    let waiting =
+        tokio::spawn(async move { waiter.lock("granted").wait(Duration::from_secs(20)).await });
+    // Refused twice (before and after subscribing): it waits in line.
+    counts.acquires_reach(2).await;
+    let write = writer.write_lock("granted").await.unwrap();
+    let written = write.token();
+    write.release().await.unwrap();
+    held.release().await.unwrap();
+    let granted = waiting.await.unwrap().unwrap();
+    assert!(
+        granted.token() > written,
+        "granted {} after {written} was minted",
+        granted.token()
+    );
+    granted.release().await.unwrap();
+}
+
 pub async fn watchdog_keeps_a_short_lease(store: TestStore) {
     let (holder, renewals) = store.locker_with(|l| l.ttl(Duration::from_secs(1))).await;
     let other = store.locker().await;

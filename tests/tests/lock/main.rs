@@ -75,6 +75,7 @@ on_every_backend!(
         multi_lock_cancelled_gives_back_what_it_took,
     ],
     family: [
+        tokens_rise_in_grant_order_across_kinds,
         semaphore_admits_its_permits_and_no_more,
         semaphore_bound_holds_under_contention,
         semaphore_permits_disagree_vanish_and_renew,

@@ -6,4 +6,4 @@ mod held;
 mod rounds;
 
 pub(crate) use self::held::{Delete, Entry, Held, Leased, reap};
-pub(crate) use self::rounds::{Round, Rounds};
+pub(crate) use self::rounds::{Round, RoundsTask};

@@ -3,8 +3,12 @@
 //! renewal tick, not one call each.
 
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+
+use crate::store_error::StoreError;
 
 /// Work done for many askers at once.
 pub(crate) trait Round: Send + 'static {
@@ -69,5 +73,55 @@ impl<R: Round> Rounds<R> {
         let (reply, answer) = oneshot::channel();
         self.asks.send((ask, reply)).ok()?;
         answer.await.ok()
+    }
+}
+
+/// A [`Rounds`] task started when first asked, and started again on the
+/// asking runtime if the one it ran on shut down.
+pub(crate) struct RoundsTask<R: Round> {
+    rounds: Mutex<Option<Rounds<R>>>,
+    max: usize,
+}
+
+impl<R: Round> RoundsTask<R> {
+    /// None started yet; rounds take at most `max` asks.
+    pub(crate) fn new(max: usize) -> Self {
+        RoundsTask {
+            rounds: Mutex::new(None),
+            max,
+        }
+    }
+
+    /// Asks in the next round, for at most `timeout` (a task on a runtime
+    /// nobody drives answers nothing), starting the task with `make` if
+    /// none runs.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the round goes on for the others who asked.
+    pub(crate) async fn ask<T>(
+        &self,
+        ask: R::Ask,
+        timeout: Duration,
+        make: impl FnOnce() -> R,
+    ) -> Result<T, StoreError>
+    where
+        R: Round<Answer = Result<T, StoreError>>,
+    {
+        let rounds = {
+            let mut rounds = self.rounds.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*rounds {
+                Some(running) if !running.is_closed() => running.clone(),
+                _ => {
+                    let started = Rounds::spawn(make(), self.max);
+                    *rounds = Some(started.clone());
+                    started
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, rounds.ask(ask)).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) => Err(StoreError::new("a background task stopped", false)),
+            Err(_) => Err(StoreError::timed_out(timeout)),
+        }
     }
 }

@@ -67,6 +67,20 @@ impl EtcdBackend {
         if shared.held.is_reaping(&names.entry) {
             return Err(Gone::Store(reaping()));
         }
+        let segment = matches!(claim, Claim::Segment { .. });
+        if !segment && shared.held.get(&names.entry).is_none() {
+            // Recorded before the put is sent: a put that lands after its
+            // acquire gave up is still deleted, at its ttl at the latest.
+            let pending = Entry {
+                stored: names.entry.clone(),
+                revision: 0,
+                lease: Arc::clone(lease),
+                expires: started + lease.ttl,
+            };
+            if !shared.held.put(names.entry.clone(), pending) {
+                return Err(Gone::Store(reaping()));
+            }
+        }
         // The keep-alive goes with the put: the entry then lives a full
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
@@ -87,6 +101,7 @@ impl EtcdBackend {
                 let placed = Placed {
                     stored: names.entry.clone(),
                     revision: place.revision,
+                    token: place.token,
                     lease: place.lease,
                     holds: place.holds,
                 };
@@ -125,7 +140,7 @@ impl EtcdBackend {
             // The entry stands: whoever gives up on it releases it.
             Err(err) => return Err(Gone::Store(err.unknown(true))),
         }
-        let token = u64::try_from(placed.revision).unwrap_or(0);
+        let token = u64::try_from(placed.token).unwrap_or(0);
         if !placed.holds {
             // Asked again well within the ticket's ttl, which keeps it.
             return Ok(Attempt::Queued {

@@ -11,7 +11,7 @@ use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
-use crate::backend::entries::{Leased, Round, Rounds};
+use crate::backend::entries::{Leased, Round, RoundsTask};
 use crate::lease::drift;
 use crate::store_error::StoreError;
 
@@ -38,8 +38,8 @@ pub(super) struct Lease {
     times: Arc<Mutex<Times>>,
     client: Client,
     timeout: Duration,
-    /// Its keeper task, on the runtime that last asked.
-    keep_alive: Mutex<Option<Rounds<KeepAlive>>>,
+    /// Its keeper task; every asker of a round gets the same answer.
+    keep_alive: RoundsTask<KeepAlive>,
 }
 
 /// What is known of a lease's life.
@@ -100,7 +100,7 @@ impl Leases {
             times,
             client: self.client.clone(),
             timeout: self.timeout,
-            keep_alive: Mutex::default(),
+            keep_alive: RoundsTask::new(usize::MAX),
         });
         self.map().insert(seconds, Arc::clone(&lease));
         Ok(lease)
@@ -161,36 +161,14 @@ impl Lease {
                 return Ok(true);
             }
         }
-        // Bounded: a keeper on a runtime nobody drives answers nothing.
-        match tokio::time::timeout(self.timeout, self.keeper().ask(())).await {
-            Ok(Some(answer)) => answer,
-            Ok(None) => Err(StoreError::new("the lease keeper stopped", false)),
-            Err(_) => Err(StoreError::timed_out(self.timeout)),
-        }
-    }
-
-    /// The keeper task, started on this runtime if there is none.
-    fn keeper(&self) -> Rounds<KeepAlive> {
-        let mut keeper = self
-            .keep_alive
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &*keeper {
-            Some(rounds) if !rounds.is_closed() => rounds.clone(),
-            _ => {
-                let keep_alive = KeepAlive {
-                    client: self.client.clone(),
-                    id: self.id,
-                    timeout: self.timeout,
-                    stream: None,
-                    times: Arc::clone(&self.times),
-                };
-                // Every asker of a round gets the same answer.
-                let rounds = Rounds::spawn(keep_alive, usize::MAX);
-                *keeper = Some(rounds.clone());
-                rounds
-            }
-        }
+        let keep_alive = || KeepAlive {
+            client: self.client.clone(),
+            id: self.id,
+            timeout: self.timeout,
+            stream: None,
+            times: Arc::clone(&self.times),
+        };
+        self.keep_alive.ask((), self.timeout, keep_alive).await
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {

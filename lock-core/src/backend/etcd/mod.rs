@@ -28,7 +28,7 @@ use self::errors::lease_gone;
 use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
 use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
-use super::entries::{self, Entry, Held, Rounds};
+use super::entries::{self, Entry, Held, RoundsTask};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -51,9 +51,8 @@ struct Shared {
     timeout: Duration,
     leases: Leases,
     held: Arc<Held<Lease>>,
-    /// The task that checks held entries for renewals, on the runtime that
-    /// last renewed.
-    standing: Mutex<Option<Rounds<Standing>>>,
+    /// The task that checks held entries for renewals.
+    standing: RoundsTask<Standing>,
     /// The reaper task (see [`held`]), likewise.
     reaper: Mutex<Option<tokio::task::AbortHandle>>,
     description: String,
@@ -67,7 +66,7 @@ impl EtcdBackend {
                 client,
                 timeout,
                 held: Arc::default(),
-                standing: Mutex::default(),
+                standing: RoundsTask::new(MAX_TXN_OPS),
                 reaper: Mutex::default(),
                 description,
             }),
@@ -92,15 +91,14 @@ impl EtcdBackend {
             return Ok(false);
         };
         self.reaper();
-        let standing = self.standing();
-        let check = standing.ask((entry.stored.clone(), entry.revision));
-        let check = tokio::time::timeout(self.shared.timeout, check);
-        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
-        let stands = match stands {
-            Ok(Some(stands)) => stands,
-            Ok(None) => Err(StoreError::new("the renewal task stopped", false)),
-            Err(_) => Err(StoreError::timed_out(self.shared.timeout)),
+        let shared = &self.shared;
+        let standing = || Standing {
+            client: shared.client.clone(),
+            timeout: shared.timeout,
         };
+        let ask = (entry.stored.clone(), entry.revision);
+        let check = shared.standing.ask(ask, shared.timeout, standing);
+        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
         match (alive, stands) {
             (Ok(true), Ok(true)) => Ok(true),
             // Gone is gone, whatever the other answer.
@@ -171,28 +169,6 @@ impl EtcdBackend {
         }
     }
 
-    /// The task that checks held entries, started on this runtime if there
-    /// is none.
-    fn standing(&self) -> Rounds<Standing> {
-        let mut standing = self
-            .shared
-            .standing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &*standing {
-            Some(rounds) if !rounds.is_closed() => rounds.clone(),
-            _ => {
-                let round = Standing {
-                    client: self.shared.client.clone(),
-                    timeout: self.shared.timeout,
-                };
-                let rounds = Rounds::spawn(round, MAX_TXN_OPS);
-                *standing = Some(rounds.clone());
-                rounds
-            }
-        }
-    }
-
     /// Starts the reaper on this runtime if it is not running.
     fn reaper(&self) {
         let mut reaper = self
@@ -231,6 +207,7 @@ fn reaping() -> StoreError {
 struct Placed {
     stored: String,
     revision: i64,
+    token: i64,
     lease: i64,
     holds: bool,
 }
@@ -240,6 +217,7 @@ impl From<queue::Segment> for Placed {
         Placed {
             stored: segment.stored,
             revision: segment.revision,
+            token: segment.revision,
             lease: segment.lease,
             holds: true,
         }

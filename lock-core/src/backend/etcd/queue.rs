@@ -61,6 +61,8 @@ impl Names {
 /// before it let it hold.
 pub(super) struct Place {
     pub(super) revision: i64,
+    /// The revision it was last written at: the token if it holds.
+    pub(super) token: i64,
     pub(super) lease: i64,
     pub(super) holds: bool,
 }
@@ -96,8 +98,10 @@ pub(super) async fn take_place(
             CompareOp::Equal,
             0,
         )])
-        .and_then([put, mine.clone(), deciding.clone()])
-        .or_else([mine, deciding]);
+        .and_then([put.clone(), mine.clone(), deciding.clone()])
+        // Written again when asked again: a waiter granted later than
+        // another then has the later token, whichever queued first.
+        .or_else([put, mine, deciding]);
     let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
     let mut gets = reply.op_responses().into_iter().filter_map(|r| match r {
         TxnOpResponse::Get(got) => Some(got),
@@ -133,6 +137,7 @@ pub(super) async fn take_place(
     };
     Ok(Place {
         revision: me.create_revision(),
+        token: me.mod_revision(),
         lease: me.lease(),
         holds,
     })

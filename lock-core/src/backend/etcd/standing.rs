@@ -9,14 +9,18 @@ use super::errors::bounded;
 use crate::backend::entries::Round;
 use crate::store_error::StoreError;
 
-/// Deletes the entry `stored` if it is still the one of `revision`;
-/// whether it was.
+/// Deletes the entry `stored` if it is still the one of `revision` (any,
+/// for revision 0: an entry whose put had no answer yet); whether it was.
 pub(super) async fn delete_entry(
     client: &Client,
     timeout: Duration,
     stored: &str,
     revision: i64,
 ) -> Result<bool, StoreError> {
+    if revision == 0 {
+        let deleted = bounded(timeout, true, client.clone().delete(stored, None)).await?;
+        return Ok(deleted.deleted() > 0);
+    }
     let txn = Txn::new()
         .when([Compare::create_revision(stored, CompareOp::Equal, revision)])
         .and_then([TxnOp::delete(stored, None)]);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::errors::bounded;
-use super::queue::{Child, Names, children, create, holds, parse_segment, segment_tag};
+use super::queue::{Child, Names, children, create, found, holds, parse_segment, segment_tag};
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::entries::Entry;
@@ -39,24 +39,46 @@ impl ZooKeeperBackend {
             .held
             .get(&names.ticket)
             .filter(|e| e.lease.may_serve());
-        let entry = match kept {
-            Some(entry) => entry,
-            None => {
-                shared.held.take(&names.ticket);
-                let session = shared.sessions.for_ttl(ttl).await?;
-                let (path, czxid) = create(&session.client, timeout, &names, &names.prefix).await?;
+        let (entry, queued) = match kept {
+            Some(entry) if entry.revision != 0 => (entry, true),
+            kept => {
+                // A create sent before without an answer may have landed.
+                let earlier = kept.is_some();
+                let session = match kept {
+                    Some(entry) => entry.lease,
+                    None => shared.sessions.for_ttl(ttl).await?,
+                };
+                // Recorded before the create is sent: a create that lands
+                // after its acquire gave up is still deleted, at its ttl
+                // at the latest.
+                let pending = Entry {
+                    stored: names.path(&names.prefix),
+                    revision: 0,
+                    expires: Instant::now() + session.ttl,
+                    lease: Arc::clone(&session),
+                };
+                if !shared.held.put(names.ticket.clone(), pending) {
+                    return Err(reaping());
+                }
+                let client = &session.client;
+                let made = match earlier {
+                    true => found(client, timeout, &names, &names.prefix).await.ok(),
+                    false => None,
+                };
+                let (path, czxid) = match made {
+                    Some(made) => made,
+                    None => create(client, timeout, &names, &names.prefix).await?,
+                };
                 let entry = Entry {
                     stored: path,
                     revision: czxid,
                     expires: Instant::now() + session.ttl,
                     lease: session,
                 };
-                // Recorded before anything else can fail: if nothing
-                // releases the node, the reaper deletes it at its ttl.
                 if !shared.held.put(names.ticket.clone(), entry.clone()) {
                     return Err(reaping());
                 }
-                entry
+                (entry, earlier)
             }
         };
         let session = &entry.lease;
@@ -80,7 +102,17 @@ impl ZooKeeperBackend {
                 ))
             }
             Ok(Some(true)) => {
-                let token = FencingToken::new(u64::try_from(entry.revision).unwrap_or(0));
+                // A node that waited is written once more: a waiter
+                // granted later than another then has the later token,
+                // whichever queued first.
+                let token = match queued {
+                    true => {
+                        let written = session.client.set_data(&entry.stored, &[], None);
+                        bounded(timeout, true, written).await?.mzxid
+                    }
+                    false => entry.revision,
+                };
+                let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
                 Ok(Attempt::Acquired(Grant::new(token, session.ttl)))
             }
             // Asked again well within the ticket's ttl, which keeps it.

@@ -29,8 +29,8 @@ use tokio::time::Instant;
 use self::errors::bounded;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
-use self::standing::{MAX_READS, Standing};
-use super::entries::{self, Entry, Held, Rounds};
+use self::standing::Standing;
+use super::entries::{self, Entry, Held};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -95,15 +95,16 @@ impl ZooKeeperBackend {
         if !entry.lease.may_serve() {
             return Ok(false);
         }
-        let standing = entry.lease.standing(self.shared.timeout);
-        let check = standing.ask((entry.stored.clone(), entry.revision));
-        match tokio::time::timeout(self.shared.timeout, check).await {
-            Ok(Some(Ok(stands))) => Ok(stands),
+        let timeout = self.shared.timeout;
+        let standing = || Standing {
+            client: entry.lease.client.clone(),
+            timeout,
+        };
+        let ask = (entry.stored.clone(), entry.revision);
+        match entry.lease.standing.ask(ask, timeout, standing).await {
             // An expired session says so on the next request.
-            Ok(Some(Err(_))) if !entry.lease.may_serve() => Ok(false),
-            Ok(Some(Err(err))) => Err(err),
-            Ok(None) => Err(StoreError::new("the renewal task stopped", false)),
-            Err(_) => Err(StoreError::timed_out(self.shared.timeout)),
+            Err(_) if !entry.lease.may_serve() => Ok(false),
+            answer => answer,
         }
     }
 
@@ -116,7 +117,7 @@ impl ZooKeeperBackend {
         let shared = &self.shared;
         let names = Names::of(keys, claim, owner);
         if let Some(entry) = shared.held.take(&names.ticket) {
-            let deleted = delete(&entry.lease.client, shared.timeout, &entry.stored).await;
+            let deleted = delete_entry(&entry, shared.timeout).await;
             if deleted.is_err() && entry.lease.may_serve() {
                 // Left to the reaper, which tries again at once.
                 let expires = Instant::now();
@@ -173,9 +174,8 @@ impl ZooKeeperBackend {
             return;
         }
         let timeout = shared.timeout;
-        let delete: entries::Delete<Session> = Box::new(move |entry| {
-            Box::pin(async move { delete(&entry.lease.client, timeout, &entry.stored).await })
-        });
+        let delete: entries::Delete<Session> =
+            Box::new(move |entry| Box::pin(async move { delete_entry(&entry, timeout).await }));
         let held = Arc::downgrade(&shared.held);
         let task = tokio::spawn(entries::reap(
             held,
@@ -184,6 +184,26 @@ impl ZooKeeperBackend {
         ));
         *reaper = Some(task.abort_handle());
     }
+}
+
+/// Deletes the node of `entry`: whether it was there. A pending entry
+/// (revision 0: its create had no answer yet) names the node's prefix, and
+/// the node is found by it.
+async fn delete_entry(entry: &Entry<Session>, timeout: Duration) -> Result<bool, StoreError> {
+    let client = &entry.lease.client;
+    if entry.revision != 0 {
+        return delete(client, timeout, &entry.stored).await;
+    }
+    let Some((parent, prefix)) = entry.stored.rsplit_once('/') else {
+        return Ok(false);
+    };
+    let mut any = false;
+    for name in children(client, timeout, parent).await? {
+        if name.starts_with(prefix) {
+            any |= delete(client, timeout, &format!("{parent}/{name}")).await?;
+        }
+    }
+    Ok(any)
 }
 
 /// Deletes the node at `path`: whether it was there.
@@ -203,26 +223,6 @@ async fn delete(
 /// out before it was asked for again): asked again, it is made anew.
 fn reaping() -> StoreError {
     StoreError::new("the node ran out and is being deleted", false)
-}
-
-impl Session {
-    /// The task that checks this session's held nodes, started on this
-    /// runtime if there is none.
-    fn standing(&self, timeout: Duration) -> Rounds<Standing> {
-        let mut standing = self.standing.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*standing {
-            Some(rounds) if !rounds.is_closed() => rounds.clone(),
-            _ => {
-                let round = Standing {
-                    client: self.client.clone(),
-                    timeout,
-                };
-                let rounds = Rounds::spawn(round, MAX_READS);
-                *standing = Some(rounds.clone());
-                rounds
-            }
-        }
-    }
 }
 
 impl Drop for Shared {

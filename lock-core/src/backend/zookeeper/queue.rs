@@ -155,7 +155,7 @@ fn exists_already(err: &StoreError) -> bool {
 }
 
 /// The node a create with a lost reply made, if it did.
-async fn found(
+pub(super) async fn found(
     client: &Client,
     timeout: Duration,
     names: &Names,

@@ -10,8 +10,8 @@ use std::time::Duration;
 use zookeeper_client::Client;
 
 use super::errors::store_error;
-use super::standing::Standing;
-use crate::backend::entries::{Leased, Rounds};
+use super::standing::{MAX_READS, Standing};
+use crate::backend::entries::{Leased, RoundsTask};
 use crate::store_error::StoreError;
 
 /// Bound on sessions of distinct ttls at once: a ttl is configuration, but
@@ -34,7 +34,7 @@ pub(super) struct Session {
     /// The session timeout the server agreed to.
     pub(super) ttl: Duration,
     /// The task that checks its held nodes for renewals.
-    pub(super) standing: Mutex<Option<Rounds<Standing>>>,
+    pub(super) standing: RoundsTask<Standing>,
 }
 
 impl Leased for Session {
@@ -101,7 +101,7 @@ impl Sessions {
         Ok(Session {
             client,
             ttl,
-            standing: Mutex::default(),
+            standing: RoundsTask::new(MAX_READS),
         })
     }
 
