@@ -1,10 +1,11 @@
-//! Redis against etcd, in one run: U1 (one task, distinct keys), C8 (8
+//! Redis against etcd and ZooKeeper, in one run: U1 (one task, distinct keys), C8 (8
 //! tasks on one key, 1 ms of work outside the lock) and W1000 (1000 tasks
 //! on one key, once each) with lock-core on each store, interleaved round
 //! by round with one write round trip of the same store (Redis `SET`, etcd
-//! `Put`) as the reference. Reports acquisitions/s, acquire p50 in round
+//! `Put`, ZooKeeper `setData`) as the reference. Reports acquisitions/s, acquire p50 in round
 //! trips, the store requests per acquisition (Redis `INFO commandstats`;
-//! etcd's gRPC message counters, keep-alives and watches included), the
+//! etcd's gRPC message counters, keep-alives and watches included;
+//! ZooKeeper's `mntr` packets received, pings included), the
 //! CPU time of the store's process per acquisition and, for
 //! C8, the handoff p50: from a release to the next holder's acquisition.
 //!
@@ -14,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::Locker;
-use lock_testkit::{EtcdServer, LOCK_CLIENT_COMMANDS, RedisServer, command_calls};
+use lock_testkit::{EtcdServer, LOCK_CLIENT_COMMANDS, RedisServer, ZooKeeperServer, command_calls};
 
 const ROUNDS: usize = 3;
 const WINDOW: Duration = Duration::from_secs(2);
@@ -24,6 +25,7 @@ const WINDOW: Duration = Duration::from_secs(2);
 enum Store {
     Redis(RedisServer, Locker),
     Etcd(EtcdServer, Locker),
+    ZooKeeper(ZooKeeperServer, Locker),
 }
 
 /// etcd's request methods a lock client uses.
@@ -41,12 +43,15 @@ impl Store {
         match self {
             Store::Redis(..) => "redis",
             Store::Etcd(..) => "etcd",
+            Store::ZooKeeper(..) => "zookeeper",
         }
     }
 
     fn locker(&self) -> &Locker {
         match self {
-            Store::Redis(_, locker) | Store::Etcd(_, locker) => locker,
+            Store::Redis(_, locker) | Store::Etcd(_, locker) | Store::ZooKeeper(_, locker) => {
+                locker
+            }
         }
     }
 
@@ -62,6 +67,13 @@ impl Store {
                 n
             }
             Store::Etcd(member, _) => ETCD_METHODS.iter().map(|m| member.requests(m)).sum(),
+            Store::ZooKeeper(server, _) => {
+                let stats = server.four_letters("mntr").expect("mntr");
+                stats
+                    .lines()
+                    .find_map(|l| l.strip_prefix("zk_packets_received")?.trim().parse().ok())
+                    .expect("zk_packets_received")
+            }
         }
     }
 
@@ -70,6 +82,7 @@ impl Store {
         let pid = match self {
             Store::Redis(server, _) => server.pid(),
             Store::Etcd(member, _) => member.pid(),
+            Store::ZooKeeper(server, _) => server.pid(),
         };
         let Some(pid) = pid else { return 0 };
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -107,6 +120,21 @@ impl Store {
                     client.put("rt", i.to_string(), None).await.unwrap();
                     times.push(started.elapsed());
                 }
+            }
+            Store::ZooKeeper(server, _) => {
+                let client = lock_testkit::zookeeper_client(server).await;
+                let mode = zookeeper_client::CreateMode::Persistent;
+                let options = mode.with_acls(zookeeper_client::Acls::anyone_all());
+                let _ = client.create("/rt", b"", &options).await;
+                for i in 0..200u32 {
+                    let started = Instant::now();
+                    client
+                        .set_data("/rt", &i.to_be_bytes(), None)
+                        .await
+                        .unwrap();
+                    times.push(started.elapsed());
+                }
+                client.delete("/rt", None).await.unwrap();
             }
         }
         p50(&mut times)
@@ -229,7 +257,16 @@ async fn main() {
         .etcd(&[member.endpoint().as_str()])
         .await
         .expect("etcd");
-    let stores = [Store::Redis(redis, on_redis), Store::Etcd(member, on_etcd)];
+    let zookeeper = ZooKeeperServer::start();
+    let on_zookeeper = builder()
+        .zookeeper(&zookeeper.address())
+        .await
+        .expect("zookeeper");
+    let stores = [
+        Store::Redis(redis, on_redis),
+        Store::Etcd(member, on_etcd),
+        Store::ZooKeeper(zookeeper, on_zookeeper),
+    ];
     println!(
         "| workload | store | acquisitions/s | write round trip µs | acquire p50 µs (round trips) | requests / acquisition | store CPU µs / acquisition | handoff p50 µs (round trips) |"
     );

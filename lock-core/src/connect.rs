@@ -126,6 +126,15 @@ impl LockerBuilder {
     /// [`connect`](Self::connect) takes), else Redis at `REDIS_URL`, else
     /// the memory backend with a logged warning. A store that is named but
     /// cannot be reached is an error, not a silent fallback.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// // LOCK_URL=etcd://10.0.0.1:2379,10.0.0.2:2379 in the environment
+    /// let locker = lock_core::Locker::builder().namespace("billing").from_env().await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn from_env(self) -> Result<Locker, LockError> {
         let named = |name| {
             std::env::var(name)

@@ -121,9 +121,22 @@ impl LockGuard {
         self.lease.is_held()
     }
 
-    /// The lease's ttl as the store granted it: the one asked for, or
-    /// longer where the store has a minimum or whole seconds (etcd). The
-    /// deadline and renewals follow it.
+    /// The lease's ttl as the store granted it: the one asked for, or what
+    /// the store makes of it (etcd: whole seconds and a minimum;
+    /// ZooKeeper: the session timeout the server agrees to). The deadline
+    /// and renewals follow it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// use std::time::Duration;
+    ///
+    /// let locker = lock_core::Locker::memory();
+    /// let guard = locker.lock("order:42").ttl(Duration::from_secs(5)).await?;
+    /// assert_eq!(guard.ttl(), Duration::from_secs(5));
+    /// # guard.release().await
+    /// # }
+    /// ```
     pub fn ttl(&self) -> Duration {
         self.lease.ttl
     }

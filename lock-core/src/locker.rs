@@ -136,6 +136,15 @@ impl Locker {
     /// (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
     /// `redis+cluster://`) or etcd (`etcd://`, feature `etcd`). See
     /// [`LockerBuilder::connect`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let url = std::env::var("LOCK_URL").unwrap_or("redis://127.0.0.1:6379".into());
+    /// let locker = lock_core::Locker::connect(&url).await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(url: &str) -> Result<Locker, LockError> {
         Locker::builder().connect(url).await
     }

@@ -13,6 +13,19 @@ impl EtcdBackend {
     /// reachable member is enough, and requests go on through the others
     /// when it fails), bounding connects and requests by `timeout`. One
     /// read checks that a member answers.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lock_core::backend::EtcdBackend;
+    /// use std::time::Duration;
+    ///
+    /// let members = ["http://10.0.0.1:2379", "http://10.0.0.2:2379"];
+    /// let backend = EtcdBackend::connect(&members, Duration::from_secs(2)).await?;
+    /// let locker = lock_core::Locker::builder().backend(backend)?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(endpoints: &[&str], timeout: Duration) -> Result<Self, StoreError> {
         Self::connect_as(endpoints, None, timeout).await
     }

@@ -153,10 +153,8 @@ impl Lease {
                 return Ok(false);
             }
             // A keep-alive sent up to half the drift margin before `since`
-            // will do: the guard's deadline keeps the whole margin off
-            // `since + ttl`, so half of it is still left. Under load this
-            // saves most keep-alives: 3.00 to 2.02 requests per acquisition
-            // (etcd's CPU and throughput unchanged; bench/README.md).
+            // will do (the deadline keeps the whole margin off): a third of
+            // the requests saved under load (bench/README.md).
             if times.confirmed_sent + drift(self.ttl) / 2 >= since {
                 return Ok(true);
             }

@@ -15,6 +15,19 @@ impl ZooKeeperBackend {
     /// connects and requests by `timeout`. A chroot that does not exist
     /// is made (a persistent node). One session is opened and one read
     /// checks that the ensemble answers.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lock_core::backend::ZooKeeperBackend;
+    /// use std::time::Duration;
+    ///
+    /// let ensemble = "10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/locks";
+    /// let backend = ZooKeeperBackend::connect(ensemble, Duration::from_secs(2)).await?;
+    /// let locker = lock_core::Locker::builder().backend(backend)?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(connect_string: &str, timeout: Duration) -> Result<Self, StoreError> {
         check_hosts(connect_string)?;
         if let Some(at) = connect_string.find('/') {
