@@ -1,10 +1,11 @@
 //! The demo runs as README.md says: on the embedded backend without
-//! `REDIS_URL`, on Redis with it.
+//! `REDIS_URL` or `LOCK_URL`, on Redis with the first, on the store the
+//! second names (etcd, ZooKeeper) with it.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use lock_testkit::RedisServer;
+use lock_testkit::{EtcdServer, RedisServer, ZooKeeperServer};
 
 /// `target/<profile>/examples/<name>`, built by `cargo test` beside this test.
 fn example(name: &str) -> PathBuf {
@@ -28,7 +29,10 @@ fn run(redis_url: Option<&str>) -> String {
 
 fn run_example(name: &str, args: &[&str], redis_url: Option<&str>) -> String {
     let mut command = Command::new(example(name));
-    command.args(args).env_remove("REDIS_URL");
+    command
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("LOCK_URL");
     if let Some(url) = redis_url {
         command.env("REDIS_URL", url);
     }
@@ -60,6 +64,28 @@ fn the_demo_runs_on_the_memory_backend() {
 fn the_demo_runs_on_redis() {
     let server = RedisServer::start();
     check(&run(Some(&server.url())), "redis");
+}
+
+#[test]
+fn the_demo_runs_on_the_store_lock_url_names() {
+    let member = EtcdServer::start();
+    let server = ZooKeeperServer::start();
+    let urls = [
+        (EtcdServer::url(std::slice::from_ref(&member)), "etcd"),
+        (
+            ZooKeeperServer::url(std::slice::from_ref(&server)),
+            "zookeeper",
+        ),
+    ];
+    for (url, backend) in urls {
+        let out = Command::new(example("quickstart"))
+            .env_remove("REDIS_URL")
+            .env("LOCK_URL", &url)
+            .output()
+            .expect("run the demo");
+        assert!(out.status.success(), "the demo failed on {url}: {out:?}");
+        check(&String::from_utf8(out.stdout).expect("utf-8"), backend);
+    }
 }
 
 #[test]

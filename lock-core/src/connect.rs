@@ -35,7 +35,13 @@ impl LockerBuilder {
     /// # }
     /// ```
     pub async fn connect(self, url: &str) -> Result<Locker, LockError> {
-        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+        let Some((scheme, _)) = url.split_once("://") else {
+            let source = StoreError::refused(
+                Refusal::InvalidUrl,
+                format!("`{url}` names no scheme: write redis://, etcd:// or zk://"),
+            );
+            return Err(LockError::InvalidUrl { source });
+        };
         match scheme {
             "etcd" => self.etcd_url(url).await,
             "zk" => self.zookeeper_url(url).await,

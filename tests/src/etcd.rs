@@ -166,6 +166,15 @@ impl EtcdServer {
         format!("http://127.0.0.1:{}", self.client_port)
     }
 
+    /// `etcd://127.0.0.1:<port>[,...]` for `members`.
+    pub fn url(members: &[EtcdServer]) -> String {
+        let hosts: Vec<String> = members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .collect();
+        format!("etcd://{}", hosts.join(","))
+    }
+
     /// The client port.
     pub fn port(&self) -> u16 {
         self.client_port

@@ -12,15 +12,6 @@ use lock_testkit::{EtcdServer, RedisServer, ZooKeeperServer};
 use crate::harness::{Clients, Workers, assert_history, facts, one_at_a_time, store_histories};
 use crate::scenarios::blocking;
 
-/// The `etcd://` URL of `members`.
-fn etcd_url(members: &[EtcdServer]) -> String {
-    let hosts: Vec<String> = members
-        .iter()
-        .map(|m| format!("127.0.0.1:{}", m.port()))
-        .collect();
-    format!("etcd://{}", hosts.join(","))
-}
-
 /// Which of `members` leads (asked of each member itself).
 async fn etcd_leader(members: &[EtcdServer]) -> usize {
     for (i, member) in members.iter().enumerate() {
@@ -134,7 +125,7 @@ async fn e01_leader_of_three_killed_while_held_and_waited() {
     let _one_at_a_time = one_at_a_time().await;
     let members = EtcdServer::cluster(3);
     let lead = etcd_leader(&members).await;
-    let url = etcd_url(&members);
+    let url = EtcdServer::url(&members);
     let members = std::sync::Arc::new(std::sync::Mutex::new(members));
     let kill = {
         let members = std::sync::Arc::clone(&members);
@@ -152,7 +143,8 @@ async fn e02_client_frozen_past_its_lease_is_told_and_fenced() {
     let member = EtcdServer::start();
     let ttl = Duration::from_secs(1);
     // etcd revokes an expired lease within half a second of its ttl.
-    a_client_frozen_past_its_lease(etcd_url(std::slice::from_ref(&member)), ttl, 3 * ttl).await;
+    a_client_frozen_past_its_lease(EtcdServer::url(std::slice::from_ref(&member)), ttl, 3 * ttl)
+        .await;
 }
 
 /// z1. ZooKeeper: the leader of an ensemble of 3 killed while locks are

@@ -139,12 +139,14 @@ async fn a_revoked_lease_is_told_on_every_guard_under_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_picks_the_store_by_url_scheme() {
     let member = EtcdServer::start();
-    let url = format!("etcd://127.0.0.1:{}", member.port());
+    let url = EtcdServer::url(std::slice::from_ref(&member));
     let locker = Locker::connect(&url).await.unwrap();
     let guard = locker.lock("by-url").await.unwrap();
     guard.release().await.unwrap();
-    let err = Locker::connect("etcd://127.0.0.1").await.unwrap_err();
-    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    for bad in ["etcd://127.0.0.1", "127.0.0.1:2379"] {
+        let err = Locker::connect(bad).await.unwrap_err();
+        assert!(matches!(err, LockError::InvalidUrl { .. }), "{bad}: {err}");
+    }
     let err = Locker::connect("consul://127.0.0.1:8500")
         .await
         .unwrap_err();
@@ -159,4 +161,42 @@ async fn connect_picks_the_store_by_url_scheme() {
         .await
         .unwrap_err();
     assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_sends_nothing_while_it_waits() {
+    let member = EtcdServer::start();
+    let holder = locker(&member, Duration::from_secs(30)).await;
+    let waiter = locker(&member, Duration::from_secs(30)).await;
+    let held = holder.lock("quiet").await.unwrap();
+    let watches = member.requests("Watch");
+    let waiting =
+        tokio::spawn(async move { waiter.lock("quiet").wait(Duration::from_secs(20)).await });
+    // Polled: nothing outside the client tells when its watch is open.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while member.requests("Watch") == watches {
+        assert!(Instant::now() < deadline, "the waiter opened no watch");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let methods = [
+        "Txn",
+        "Range",
+        "DeleteRange",
+        "LeaseGrant",
+        "LeaseKeepAlive",
+        "Watch",
+    ];
+    let count = || methods.map(|m| member.requests(m));
+    let before = count();
+    // The hold is the point: a waiter that polled every 100 ms would ask
+    // about 15 times.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(count(), before, "requests while waiting ({methods:?})");
+    held.release().await.unwrap();
+    let next = tokio::time::timeout(SLACK, waiting)
+        .await
+        .expect("woken by the release")
+        .unwrap()
+        .unwrap();
+    next.release().await.unwrap();
 }

@@ -64,8 +64,11 @@ impl Leases {
     /// The lease for locks of `ttl`: the one in use, or a new one if there
     /// is none or it is gone.
     pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<Lease>, StoreError> {
-        let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-        let seconds = seconds.max(1);
+        // Whole seconds, rounded up; at most what etcd's i64 holds.
+        let seconds = ttl
+            .as_secs()
+            .saturating_add(u64::from(ttl.subsec_nanos() > 0));
+        let seconds = seconds.clamp(1, i64::MAX as u64);
         if let Some(lease) = self.live(seconds) {
             return Ok(lease);
         }

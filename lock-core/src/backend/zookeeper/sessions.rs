@@ -18,6 +18,10 @@ use crate::store_error::StoreError;
 /// no map grows without bound.
 const MAX_SESSIONS: usize = 64;
 
+/// The longest session timeout asked for (servers agree to far less: 20
+/// ticks unless configured).
+const MAX_SESSION: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The sessions of one backend, by ttl asked for.
 pub(super) struct Sessions {
     connect_string: String,
@@ -64,6 +68,8 @@ impl Sessions {
     /// The session for locks of `ttl`: the one in use, or a new one if
     /// there is none or it ended.
     pub(super) async fn for_ttl(&self, ttl: Duration) -> Result<Arc<Session>, StoreError> {
+        // ZooKeeper counts session timeouts in i32 milliseconds.
+        let ttl = ttl.min(MAX_SESSION);
         if let Some(session) = self.serving(ttl) {
             return Ok(session);
         }
