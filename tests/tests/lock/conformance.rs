@@ -244,6 +244,34 @@ pub async fn without_watchdog_the_lease_expires(store: TestStore) {
     next.release().await.unwrap();
 }
 
+/// A lock whose watchdog is off ends at its ttl even while the Locker
+/// renews another lock (on etcd and ZooKeeper the two share a lease,
+/// which the renewals keep alive).
+pub async fn an_unrenewed_lock_ends_at_its_ttl_beside_a_renewed_one(store: TestStore) {
+    let ttl = Duration::from_secs(1);
+    let (holder, _) = store.locker_with(|l| l.ttl(ttl)).await;
+    let (other, _) = store.locker_with(|l| l.ttl(ttl)).await;
+    let kept = holder.lock("kept").await.unwrap();
+    let unrenewed = holder.lock("unrenewed").watchdog(false).await.unwrap();
+    let acquired = Instant::now();
+    let next = other
+        .lock("unrenewed")
+        .wait(Duration::from_secs(5))
+        .await
+        .expect("the unrenewed lock outlived its ttl");
+    let after = acquired.elapsed();
+    assert!(
+        after >= ttl - Duration::from_millis(50),
+        "taken after {after:?}"
+    );
+    assert!(after <= ttl + SLACK, "taken after {after:?}");
+    assert!(next.token() > unrenewed.token());
+    assert!(kept.is_held());
+    assert!(!unrenewed.is_held());
+    next.release().await.unwrap();
+    kept.release().await.unwrap();
+}
+
 pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
     let ttl = Duration::from_millis(600);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;

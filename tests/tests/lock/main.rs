@@ -54,6 +54,7 @@ on_every_backend!(
         tokens_strictly_increase,
         watchdog_keeps_a_short_lease,
         without_watchdog_the_lease_expires,
+        an_unrenewed_lock_ends_at_its_ttl_beside_a_renewed_one,
         renewals_stop_on_release_and_drop,
         loss_is_told_when_the_lease_is_taken,
         waiters_wake_on_release,

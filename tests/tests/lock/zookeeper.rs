@@ -1,8 +1,8 @@
 //! The ZooKeeper backend's own promises, beyond the conformance suite
 //! (which runs on a standalone server too): the session timeout is the
-//! ttl granted, an unrenewed lock ends at its ttl while its session lives,
-//! a connection lost for less than the session keeps the locks, an
-//! expired session is told on every guard in it, and `zk://` URLs.
+//! ttl granted, a connection lost for less than the session keeps the
+//! locks, an expired session is told on every guard in it, waiting without
+//! requests, and `zk://` URLs.
 
 use std::time::Duration;
 
@@ -40,32 +40,6 @@ async fn the_session_timeout_is_the_ttl_granted() {
         assert!(guard.expires_in() <= guard.ttl());
         guard.release().await.unwrap();
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unrenewed_lock_ends_at_its_ttl_while_its_session_lives() {
-    let server = ZooKeeperServer::start();
-    let ttl = Duration::from_secs(1);
-    let holder = locker(&server, ttl).await;
-    let other = locker(&server, ttl).await;
-    let kept = holder.lock("kept").await.unwrap();
-    let unrenewed = holder.lock("unrenewed").watchdog(false).await.unwrap();
-    let acquired = Instant::now();
-    let next = other
-        .lock("unrenewed")
-        .wait(Duration::from_secs(5))
-        .await
-        .expect("the unrenewed lock outlived its ttl");
-    let after = acquired.elapsed();
-    assert!(
-        after >= ttl - Duration::from_millis(50),
-        "taken after {after:?}"
-    );
-    assert!(after <= ttl + SLACK, "taken after {after:?}");
-    assert!(next.token() > unrenewed.token());
-    assert!(kept.is_held());
-    next.release().await.unwrap();
-    kept.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,10 +12,10 @@ use etcd_client::{
     WatchStream,
 };
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
 
 use super::errors::{bounded, store_error};
 use super::queue::Names;
+use crate::backend::entries::AbortOnDrop;
 use crate::backend::{Claim, ReleaseSignal};
 use crate::store_error::{Refusal, StoreError};
 
@@ -30,15 +30,6 @@ enum Behind {
         prefix: bool,
         seen: i64,
     },
-}
-
-/// Aborts the watching task when the signal is dropped.
-struct Registration(AbortHandle);
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Tells the waiter whose entry has create revision `revision` its turn.
@@ -57,9 +48,9 @@ pub(super) async fn turn_of(
     let task = tokio::spawn(async move {
         loop {
             let Some(stream) = watching.take() else {
+                // Told once; the signal then closes, so that a waiter whose
+                // entry was made anew subscribes again for it.
                 told.send_modify(|n| *n += 1);
-                // Kept open until the waiter drops the signal.
-                std::future::pending::<()>().await;
                 return;
             };
             // A broken watch drops `told`, which closes the signal: the
@@ -77,10 +68,7 @@ pub(super) async fn turn_of(
             }
         }
     });
-    Ok(ReleaseSignal::new(
-        signal,
-        Registration(task.abort_handle()),
-    ))
+    Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
 /// The watch for what the waiter waits behind (`None`: its turn came).
@@ -120,10 +108,7 @@ pub(super) async fn deletes_under(
             }
         }
     });
-    Ok(ReleaseSignal::new(
-        signal,
-        Registration(task.abort_handle()),
-    ))
+    Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
 /// What the waiter at `revision` waits for now.

@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use zookeeper_client::Client;
 
 use super::errors::bounded;
-use super::queue::{Child, Names, children, create, found, holds, parse_segment, segment_tag};
+use super::queue::{
+    Child, Names, children, create, found, holds, parse_segment, segment_tag, zk_no_node,
+};
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::entries::Entry;
@@ -15,6 +18,19 @@ use crate::backend::{Attempt, Claim, Grant};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
+
+/// The token of a grant just decided: the zxid of a write to the node
+/// made after the decision, so that tokens rise in grant order, whatever
+/// order the nodes were made in and whatever their kind.
+async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<FencingToken, StoreError> {
+    let written = bounded(timeout, true, client.set_data(path, &[], None)).await;
+    // The node went (its session ended) between the decision and now.
+    let stat = written.map_err(|err| match zk_no_node(&err) {
+        true => StoreError::new("the lock's node went before its grant", false),
+        false => err,
+    })?;
+    Ok(FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0)))
+}
 
 impl ZooKeeperBackend {
     pub(super) async fn acquire(
@@ -39,8 +55,15 @@ impl ZooKeeperBackend {
             .held
             .get(&names.ticket)
             .filter(|e| e.lease.may_serve());
-        let (entry, queued) = match kept {
-            Some(entry) if entry.revision != 0 => (entry, true),
+        let entry = match kept {
+            Some(entry) if entry.revision != 0 => {
+                // Its ttl counts from this request on: the reaper must not
+                // take a node about to be granted.
+                match shared.held.extend(&names.ticket) {
+                    Some(entry) => entry,
+                    None => return Err(reaping()),
+                }
+            }
             kept => {
                 // A create sent before without an answer may have landed.
                 let earlier = kept.is_some();
@@ -61,8 +84,10 @@ impl ZooKeeperBackend {
                     return Err(reaping());
                 }
                 let client = &session.client;
+                // Never a second node for one acquisition: one queued behind
+                // its own first would wait for itself.
                 let made = match earlier {
-                    true => found(client, timeout, &names, &names.prefix).await.ok(),
+                    true => found(client, timeout, &names, &names.prefix).await?,
                     false => None,
                 };
                 let (path, czxid) = match made {
@@ -76,9 +101,9 @@ impl ZooKeeperBackend {
                     lease: session,
                 };
                 if !shared.held.put(names.ticket.clone(), entry.clone()) {
-                    return Err(reaping());
+                    return Err(reaping().unknown(true));
                 }
-                (entry, earlier)
+                entry
             }
         };
         let session = &entry.lease;
@@ -102,17 +127,7 @@ impl ZooKeeperBackend {
                 ))
             }
             Ok(Some(true)) => {
-                // A node that waited is written once more: a waiter
-                // granted later than another then has the later token,
-                // whichever queued first.
-                let token = match queued {
-                    true => {
-                        let written = session.client.set_data(&entry.stored, &[], None);
-                        bounded(timeout, true, written).await?.mzxid
-                    }
-                    false => entry.revision,
-                };
-                let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
+                let token = mint(&session.client, timeout, &entry.stored).await?;
                 Ok(Attempt::Acquired(Grant::new(token, session.ttl)))
             }
             // Asked again well within the ticket's ttl, which keeps it.
@@ -211,28 +226,26 @@ impl ZooKeeperBackend {
             .iter()
             .find(|name| Child::parse(name).is_some_and(|c| c.kind == kind));
         if first.map(String::as_str) == Some(mine) {
-            let czxid = match shared.held.get(&names.ticket).filter(|e| e.stored == path) {
-                Some(entry) => entry.revision,
-                None => {
-                    let stat =
-                        bounded(shared.timeout, false, session.client.check_stat(&path)).await?;
-                    let Some(stat) = stat else { return Ok(None) };
-                    let entry = Entry {
-                        stored: path.clone(),
-                        revision: stat.czxid,
-                        expires: Instant::now() + session.ttl,
-                        lease: Arc::clone(session),
-                    };
-                    if !shared.held.put(names.ticket.clone(), entry) {
-                        return Err(reaping());
-                    }
-                    stat.czxid
+            let kept = shared.held.get(&names.ticket).filter(|e| e.stored == path);
+            if kept.is_some() {
+                // Its ttl counts from this request on.
+                shared.held.extend(&names.ticket).ok_or_else(reaping)?;
+            } else {
+                let stat = bounded(shared.timeout, false, session.client.check_stat(&path)).await?;
+                let Some(stat) = stat else { return Ok(None) };
+                let entry = Entry {
+                    stored: path.clone(),
+                    revision: stat.czxid,
+                    expires: Instant::now() + session.ttl,
+                    lease: Arc::clone(session),
+                };
+                if !shared.held.put(names.ticket.clone(), entry) {
+                    return Err(reaping().unknown(true));
                 }
-            };
-            let token = FencingToken::new(u64::try_from(czxid).unwrap_or(0));
-            return Ok(Some(Attempt::Acquired(
-                Grant::new(token, session.ttl).with_segment(index),
-            )));
+            }
+            let token = mint(&session.client, shared.timeout, &path).await?;
+            let grant = Grant::new(token, session.ttl).with_segment(index);
+            return Ok(Some(Attempt::Acquired(grant)));
         }
         // Another got there first: not a place to wait in.
         shared.held.take(&names.ticket);

@@ -28,11 +28,15 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
     match err {
         Error::NoAuth => StoreError::refused(Refusal::PermissionDenied, err),
         Error::AuthFailed => StoreError::refused(Refusal::AuthenticationFailed, err),
-        // The connection broke or the server is busy: the request may
+        // The connection broke (cleanly, reset, or a ping unanswered), the
+        // session's task is gone, or the server is busy: the request may
         // have been applied.
-        Error::ConnectionLoss | Error::Timeout | Error::Throttled | Error::NoHosts => {
-            StoreError::new(err, writes)
-        }
+        Error::ConnectionLoss
+        | Error::Custom(_)
+        | Error::UnexpectedError(_)
+        | Error::Timeout
+        | Error::Throttled
+        | Error::NoHosts => StoreError::new(err, writes),
         // The session is gone, and its ephemeral nodes with it: nothing
         // this request put stands. The next request opens a new session.
         Error::SessionExpired | Error::SessionMoved | Error::ClientClosed => {

@@ -191,6 +191,10 @@ impl ZooKeeperBackend {
 /// the node is found by it.
 async fn delete_entry(entry: &Entry<Session>, timeout: Duration) -> Result<bool, StoreError> {
     let client = &entry.lease.client;
+    if !entry.lease.may_serve() {
+        // Its nodes went with the session.
+        return Ok(false);
+    }
     if entry.revision != 0 {
         return delete(client, timeout, &entry.stored).await;
     }

@@ -128,7 +128,13 @@ pub(super) async fn create(
     let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let path = names.path(prefix);
     for _ in 0..2 {
-        match client.create(&path, &[], &options).await {
+        let created = tokio::time::timeout(timeout, client.create(&path, &[], &options)).await;
+        let Ok(created) = created else {
+            // No answer in time: it may land; the caller's pending entry
+            // finds it by its prefix.
+            return Err(StoreError::timed_out(timeout).unknown(true));
+        };
+        match created {
             Ok((stat, sequence)) => return Ok((format!("{path}{sequence}"), stat.czxid)),
             Err(Error::NoNode) => {
                 let parent = CreateMode::Container.with_acls(Acls::anyone_all());
@@ -138,7 +144,10 @@ pub(super) async fn create(
                     Err(err) => return Err(err),
                 }
             }
-            Err(Error::ConnectionLoss) => return found(client, timeout, names, prefix).await,
+            Err(Error::ConnectionLoss | Error::Custom(_)) => {
+                let lost = StoreError::new("the connection broke during a create", true);
+                return found(client, timeout, names, prefix).await?.ok_or(lost);
+            }
             Err(err) => return Err(super::errors::store_error(err, true)),
         }
     }
@@ -154,24 +163,23 @@ fn exists_already(err: &StoreError) -> bool {
         .is_some_and(|err| matches!(err, Error::NodeExists))
 }
 
-/// The node a create with a lost reply made, if it did.
+/// The node a create with a lost reply made, if it did (`None`), or an
+/// error whose outcome is unknown if the lookup failed.
 pub(super) async fn found(
     client: &Client,
     timeout: Duration,
     names: &Names,
     prefix: &str,
-) -> Result<(String, i64), StoreError> {
-    let lost = StoreError::new("the connection broke during a create", true);
-    let children = children(client, timeout, &names.parent)
-        .await
-        .map_err(|_| lost.clone())?;
+) -> Result<Option<(String, i64)>, StoreError> {
+    let children = children(client, timeout, &names.parent).await;
+    let children = children.map_err(|err| err.unknown(true))?;
     let Some(name) = children.iter().find(|name| name.starts_with(prefix)) else {
-        return Err(lost);
+        return Ok(None);
     };
     let path = names.path(name);
     match bounded(timeout, false, client.check_stat(&path)).await {
-        Ok(Some(stat)) => Ok((path, stat.czxid)),
-        _ => Err(lost),
+        Ok(stat) => Ok(stat.map(|stat| (path, stat.czxid))),
+        Err(err) => Err(err.unknown(true)),
     }
 }
 

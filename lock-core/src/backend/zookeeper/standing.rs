@@ -1,6 +1,8 @@
 //! Checking many held nodes for renewals in one read of their session: a
 //! node that still stands in a session that answered lives at least the
-//! session timeout from when the read was sent.
+//! session timeout from when the read was sent. A `sync` goes first: a
+//! server cut off from its leader answers reads from its own copy, and may
+//! find a node the leader has already deleted with an expired session.
 
 use std::time::Duration;
 
@@ -25,6 +27,9 @@ impl Round for Standing {
     type Answer = Result<bool, StoreError>;
 
     async fn run(&mut self, asks: Vec<(String, i64)>) -> Vec<Self::Answer> {
+        if let Err(err) = bounded(self.timeout, false, self.client.sync("/")).await {
+            return asks.iter().map(|_| Err(err.clone())).collect();
+        }
         let mut reader = self.client.new_multi_reader();
         for (path, _) in &asks {
             if let Err(err) = reader.add_get_data(path) {

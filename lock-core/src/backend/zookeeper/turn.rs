@@ -8,22 +8,13 @@
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
 use zookeeper_client::{Client, OneshotWatcher};
 
 use super::errors::bounded;
 use super::queue::{Child, Names, children};
+use crate::backend::entries::AbortOnDrop;
 use crate::backend::{Claim, ReleaseSignal};
 use crate::store_error::StoreError;
-
-/// Aborts the watching task when the signal is dropped.
-struct Registration(AbortHandle);
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Tells the waiter whose node is `mine` (a child of `names.parent`) its
 /// turn.
@@ -41,9 +32,9 @@ pub(super) async fn turn_of(
     let task = tokio::spawn(async move {
         loop {
             let Some(watcher) = watching.take() else {
+                // Told once; the signal then closes, so that a waiter whose
+                // entry was made anew subscribes again for it.
                 told.send_modify(|n| *n += 1);
-                // Kept open until the waiter drops the signal.
-                std::future::pending::<()>().await;
                 return;
             };
             watcher.changed().await;
@@ -55,10 +46,7 @@ pub(super) async fn turn_of(
             }
         }
     });
-    Ok(ReleaseSignal::new(
-        signal,
-        Registration(task.abort_handle()),
-    ))
+    Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
 /// Tells of every change of the children of `parent` from now on (for
@@ -80,10 +68,7 @@ pub(super) async fn changes_under(
             }
         }
     });
-    Ok(ReleaseSignal::new(
-        signal,
-        Registration(task.abort_handle()),
-    ))
+    Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
 /// A watch on the children of `parent` (or on its creation, if it is gone).
