@@ -1,5 +1,6 @@
 //! Choosing a store: [`LockerBuilder::connect`] by URL scheme,
-//! [`LockerBuilder::etcd`], and [`LockerBuilder::from_env`].
+//! [`LockerBuilder::etcd`], [`LockerBuilder::zookeeper`] and
+//! [`LockerBuilder::from_env`].
 
 #[cfg(feature = "etcd")]
 use crate::backend::EtcdBackend;
@@ -9,6 +10,32 @@ use crate::builder::LockerBuilder;
 use crate::error::LockError;
 use crate::locker::Locker;
 use crate::store_error::{Refusal, StoreError};
+
+impl Locker {
+    /// A Locker on the store `url` names, with default settings: Redis
+    /// (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
+    /// `redis+cluster://`), etcd (`etcd://`, feature `etcd`) or ZooKeeper
+    /// (`zk://`, feature `zookeeper`). See [`LockerBuilder::connect`].
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let url = std::env::var("LOCK_URL").unwrap_or("redis://127.0.0.1:6379".into());
+    /// let locker = lock_core::Locker::connect(&url).await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Locker, LockError> {
+        Locker::builder().connect(url).await
+    }
+
+    /// The store at `LOCK_URL` (any scheme [`connect`](Self::connect)
+    /// takes), else Redis at `REDIS_URL`, else the memory backend with a
+    /// logged warning (locks then hold within this process only).
+    pub async fn from_env() -> Result<Locker, LockError> {
+        Locker::builder().from_env().await
+    }
+}
 
 impl LockerBuilder {
     /// A Locker on the store `url` names: the scheme picks the backend, so
@@ -59,8 +86,8 @@ impl LockerBuilder {
 
     /// A Locker on the etcd members at `endpoints` (`http://host:port`; one
     /// reachable member is enough). Every kind of lock runs on it, granted
-    /// in arrival order; the fencing token is the create revision of the
-    /// lock's entry. A ttl is whole seconds, at least etcd's minimum (2 s
+    /// in arrival order; the fencing token is the revision of the write that
+    /// granted it. A ttl is whole seconds, at least etcd's minimum (2 s
     /// by default): a lock asking for less is granted that, which its guard
     /// says ([`LockGuard::ttl`](crate::LockGuard::ttl)). See
     /// [`EtcdBackend`] for how locks are kept there.
@@ -95,7 +122,8 @@ impl LockerBuilder {
     /// A Locker on the ZooKeeper ensemble `connect_string` names
     /// (`host:port[,host:port...][/chroot]`; one reachable server is
     /// enough). Every kind of lock runs on it, granted in arrival order;
-    /// the fencing token is the czxid of the lock's node. The lease is a
+    /// the fencing token is the zxid of a write to the lock's node at its
+    /// grant. The lease is a
     /// session (one per ttl): its timeout, as the server agrees to it, is
     /// the ttl granted ([`LockGuard::ttl`](crate::LockGuard::ttl)). See
     /// [`ZooKeeperBackend`].

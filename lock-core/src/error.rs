@@ -81,7 +81,8 @@ pub enum LockError {
     /// The store URL does not parse. Not retried: fix the URL.
     #[error(
         "invalid lock store URL; write it as redis://[user[:password]@]host[:port][/db], \
-         redis+unix:///path or etcd://[user:password@]host:port[,host:port...]"
+         redis+unix:///path, etcd://[user:password@]host:port[,...] or \
+         zk://host:port[,...][/chroot]"
     )]
     InvalidUrl {
         /// What the URL parser said.
@@ -93,8 +94,9 @@ pub enum LockError {
     /// `rediss://` when lock-core is built without its `tls` feature: turn
     /// it on). Not retried.
     #[error(
-        "lock store URL scheme `{scheme}` is not supported; use redis://, redis+unix:// or \
-         etcd:// (rediss:// needs lock-core's `tls` feature, etcd:// its `etcd` feature)"
+        "lock store URL scheme `{scheme}` is not supported; use redis://, redis+unix://, \
+         etcd:// or zk:// (rediss:// needs lock-core's `tls` feature, etcd:// and zk:// \
+         theirs)"
     )]
     UnsupportedScheme {
         /// The scheme of the URL, such as `rediss`.

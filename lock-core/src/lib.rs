@@ -1,6 +1,7 @@
 //! Distributed locks for async Rust: leases with watchdog renewal, fencing
-//! tokens and a lease-loss signal, on Redis, on etcd (feature `etcd`) or in
-//! an embedded in-process backend with the same semantics.
+//! tokens and a lease-loss signal, on Redis, etcd (feature `etcd`),
+//! ZooKeeper (feature `zookeeper`) or an embedded in-process backend with
+//! the same semantics.
 //!
 //! ```
 //! use lock_core::Locker;
@@ -8,8 +9,8 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lock_core::LockError> {
-//! // Locker::connect("redis://127.0.0.1:6379").await? (or "etcd://...")
-//! // for a fleet; Locker::from_env().await? reads LOCK_URL or REDIS_URL.
+//! // Locker::connect("redis://127.0.0.1:6379").await? (or "etcd://...",
+//! // "zk://...") for a fleet; Locker::from_env().await? reads LOCK_URL or REDIS_URL.
 //! let locker = Locker::memory();
 //!
 //! let guard = locker.lock("order:42").ttl(Duration::from_secs(30)).wait(Duration::from_secs(5)).await?;

@@ -132,30 +132,6 @@ impl Locker {
         Locker::builder().redis(url).await
     }
 
-    /// A Locker on the store `url` names, with default settings: Redis
-    /// (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
-    /// `redis+cluster://`) or etcd (`etcd://`, feature `etcd`). See
-    /// [`LockerBuilder::connect`].
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), lock_core::LockError> {
-    /// let url = std::env::var("LOCK_URL").unwrap_or("redis://127.0.0.1:6379".into());
-    /// let locker = lock_core::Locker::connect(&url).await?;
-    /// # let _ = locker;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn connect(url: &str) -> Result<Locker, LockError> {
-        Locker::builder().connect(url).await
-    }
-
-    /// The store at `LOCK_URL` (any scheme [`connect`](Self::connect)
-    /// takes), else Redis at `REDIS_URL`, else the memory backend with a
-    /// logged warning (locks then hold within this process only).
-    pub async fn from_env() -> Result<Locker, LockError> {
-        Locker::builder().from_env().await
-    }
-
     /// A builder for namespace, defaults, timeouts and bounds.
     pub fn builder() -> LockerBuilder {
         LockerBuilder::new()

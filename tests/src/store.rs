@@ -86,7 +86,7 @@ impl TestStore {
     }
 
     /// Whether a waiter for a plain lock leaves a ticket in the store
-    /// (etcd: every lock is a queue of entries), which giving up withdraws
+    /// (etcd, ZooKeeper: every lock is a queue), which giving up withdraws
     /// with a release.
     pub fn plain_locks_queue(&self) -> bool {
         matches!(self, TestStore::Etcd(_) | TestStore::ZooKeeper(_))
@@ -110,7 +110,8 @@ impl TestStore {
     }
 
     /// Asserts that the store keeps nothing of any lock (a Redis server no
-    /// lasting key, etcd no key at all), naming what is left.
+    /// lasting key, etcd no key at all, ZooKeeper no node), naming what is
+    /// left.
     pub async fn assert_nothing_left(&self) {
         match self {
             TestStore::Etcd(member) => {

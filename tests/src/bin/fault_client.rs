@@ -6,7 +6,7 @@
 //! fault_client starve <lock-url> <data-url> <id> <ttl-ms> <block-ms>
 //! ```
 //! - `<lock-url>`: any store URL `Locker::connect` takes (`redis://`,
-//!   `etcd://`); the data server is a Redis.
+//!   `etcd://`, `zk://`); the data server is a Redis.
 //! - `worker`: `ops` times: lock a key (`fault:<n>`), write its token twice
 //!   through the fence to the data server, work, release.
 //! - `starve`: on a single-threaded runtime, lock `fault:0`, then block the

@@ -135,7 +135,7 @@ async fn e01_leader_of_three_killed_while_held_and_waited() {
 }
 
 /// e2. etcd: a client frozen (SIGSTOP) past its lease: etcd revokes the
-/// lease, another client takes the lock with a higher revision, and the
+/// lease, another client takes the lock with a higher token, and the
 /// thawed client is told and fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e02_client_frozen_past_its_lease_is_told_and_fenced() {
@@ -173,8 +173,8 @@ async fn z01_a_server_of_three_killed_keeps_the_locks() {
 }
 
 /// z2. ZooKeeper: a client frozen past its session timeout: the session
-/// expires, its nodes go, the next holder's czxid is higher, and the
-/// thawed client is told and fenced.
+/// expires, its nodes go, the next holder's token (a zxid) is higher, and
+/// the thawed client is told and fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn z02_client_frozen_past_its_session_is_told_and_fenced() {
     let _one_at_a_time = one_at_a_time().await;

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use lock_core::{LockError, Locker};
-use lock_testkit::{EtcdServer, etcd_client};
-use tokio::time::Instant;
+use lock_testkit::{EtcdServer, TestStore, etcd_client};
 
 use crate::conformance::SLACK;
 
@@ -137,19 +136,17 @@ async fn connect_picks_the_store_by_url_scheme() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_sends_nothing_while_it_waits() {
-    let member = EtcdServer::start();
-    let holder = locker(&member, Duration::from_secs(30)).await;
-    let waiter = locker(&member, Duration::from_secs(30)).await;
+    let store = TestStore::etcd();
+    let TestStore::Etcd(member) = &store else {
+        unreachable!("an etcd store")
+    };
+    let holder = store.locker().await;
+    let (waiter, counts) = store.locker_with(|l| l).await;
     let held = holder.lock("quiet").await.unwrap();
-    let watches = member.requests("Watch");
     let waiting =
         tokio::spawn(async move { waiter.lock("quiet").wait(Duration::from_secs(20)).await });
-    // Polled: nothing outside the client tells when its watch is open.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while member.requests("Watch") == watches {
-        assert!(Instant::now() < deadline, "the waiter opened no watch");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Refused twice (before and after subscribing): it waits on its watch.
+    counts.acquires_reach(2).await;
     let methods = [
         "Txn",
         "Range",

@@ -7,8 +7,7 @@
 use std::time::Duration;
 
 use lock_core::{LockError, Locker};
-use lock_testkit::ZooKeeperServer;
-use tokio::time::Instant;
+use lock_testkit::{TestStore, ZooKeeperServer};
 
 use crate::conformance::SLACK;
 
@@ -99,51 +98,43 @@ async fn zk_urls_name_the_ensemble_and_a_chroot() {
     assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
 }
 
-/// Packets each client connection has sent to `server`, by session id.
-fn packets_by_session(server: &ZooKeeperServer) -> std::collections::HashMap<String, u64> {
+/// Packets the client connections have sent to `server`, all together
+/// (pings included).
+fn packets(server: &ZooKeeperServer) -> u64 {
     let cons = server.four_letters("cons").expect("cons");
     cons.lines()
         .filter_map(|line| {
-            let received = line
-                .split("recved=")
+            line.split("recved=")
                 .nth(1)?
                 .split(',')
                 .next()?
-                .parse()
-                .ok()?;
-            let session = line.split("sid=").nth(1)?.split(',').next()?.to_owned();
-            Some((session, received))
+                .parse::<u64>()
+                .ok()
         })
-        .collect()
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_sends_nothing_but_pings_while_it_waits() {
-    let server = ZooKeeperServer::start();
+    let store = TestStore::zookeeper();
+    let TestStore::ZooKeeper(server) = &store else {
+        unreachable!("a ZooKeeper store")
+    };
     let ttl = Duration::from_secs(60);
-    let holder = locker(&server, ttl).await;
+    let holder = store.locker_with(|l| l.ttl(ttl)).await.0;
+    let (waiter, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let held = holder.lock("quiet").await.unwrap();
-    let before = packets_by_session(&server);
-    let waiter = locker(&server, ttl).await;
     let waiting =
         tokio::spawn(async move { waiter.lock("quiet").wait(Duration::from_secs(20)).await });
-    // Polled: nothing outside the client tells when its watch is set.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let waiter_session = loop {
-        assert!(Instant::now() < deadline, "the waiter never connected");
-        let now = packets_by_session(&server);
-        let new = now.keys().find(|sid| !before.contains_key(*sid)).cloned();
-        if let Some(sid) = new.filter(|sid| now[sid] >= 5) {
-            break sid;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let settled = packets_by_session(&server)[&waiter_session];
+    // Refused twice (before and after subscribing): it waits on its watch.
+    counts.acquires_reach(2).await;
+    let before = packets(server);
     // The hold is the point: a waiter that polled every 100 ms would send
-    // about 15 requests; a session pings every third of its 60 s.
+    // about 15 requests; each of the 4 sessions (2 per Locker) pings every
+    // third of its timeout (20 s at most).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let sent = packets_by_session(&server)[&waiter_session] - settled;
-    assert!(sent <= 2, "{sent} packets while waiting");
+    let sent = packets(server) - before;
+    assert!(sent <= 4, "{sent} packets while waiting");
     held.release().await.unwrap();
     let next = tokio::time::timeout(SLACK, waiting)
         .await

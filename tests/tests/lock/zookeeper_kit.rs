@@ -1,4 +1,4 @@
-//! The test kit's ZooKeeper servers (for the ZooKeeper backend to come): a
+//! The test kit's ZooKeeper servers: a
 //! standalone server serves on a free loopback port; an ensemble of 3
 //! forms one quorum, elects a new leader when its leader is killed, stops
 //! serving without a quorum, and leaves no process behind.

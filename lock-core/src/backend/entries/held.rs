@@ -45,7 +45,8 @@ struct Table<L> {
 pub(crate) struct Entry<L> {
     /// Its key or path.
     pub(crate) stored: String,
-    /// Its create revision (etcd) or czxid (ZooKeeper): the lock's token.
+    /// Its create revision (etcd) or czxid (ZooKeeper), which tells it from
+    /// a later entry of the same name; 0 while its put has no answer.
     pub(crate) revision: i64,
     pub(crate) lease: Arc<L>,
     /// When it runs out unless renewed (or asked for again, for a ticket).

@@ -1,6 +1,6 @@
 //! [`Rounds`]: requests that arrive while one is on its way go together in
-//! the next. Many held locks then cost one keep-alive and one read per
-//! renewal tick, not one call each.
+//! the next. Renewals that come due together then share a keep-alive and
+//! a read instead of a call each.
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};

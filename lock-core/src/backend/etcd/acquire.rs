@@ -140,7 +140,10 @@ impl EtcdBackend {
             // The entry stands: whoever gives up on it releases it.
             Err(err) => return Err(Gone::Store(err.unknown(true))),
         }
-        let token = u64::try_from(placed.token).unwrap_or(0);
+        let Ok(token) = u64::try_from(placed.token) else {
+            let err = StoreError::permanent("etcd answered a negative revision");
+            return Err(Gone::Store(err));
+        };
         if !placed.holds {
             // Asked again well within the ticket's ttl, which keeps it.
             return Ok(Attempt::Queued {

@@ -1,14 +1,16 @@
-//! The etcd backend: each acquisition puts an entry
-//! `<namespace>:{<key>}:<kind>/<owner>` under a lease of this backend, and
-//! holds when the entries created before it allow (see [`queue`]). The
-//! entry's create revision is the fencing token: etcd's revision only ever
+//! The etcd backend: each acquisition puts an entry under the lock's
+//! prefix, `<namespace>:{<key>}:<kind>/`, under a lease of this backend,
+//! and holds when the entries created before it allow (see [`queue`]). The
+//! fencing token is the revision of the transaction that granted it
+//! (the entry is written again by each ask): etcd's revision only ever
 //! grows, across leader changes too.
 //!
 //! One lease per ttl (in whole seconds) is shared by every lock of that
-//! ttl ([`leases`]): renewals cost one keep-alive per lease and one read
-//! per 128 locks on each renewal tick, not a call per lock. Waiters watch
-//! the entry before theirs ([`turn`]). Entries no longer renewed are
-//! deleted at their ttl ([`held`]).
+//! ttl ([`leases`]): renewals that come due together share one keep-alive
+//! per lease and one read of up to 128 entries, not a call per lock.
+//! Waiters watch the entry before theirs ([`turn`]). Entries no longer
+//! renewed are deleted at their ttl by the shared reaper
+//! ([`entries`](super::entries)).
 
 mod acquire;
 mod connect;

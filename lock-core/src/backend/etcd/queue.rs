@@ -215,7 +215,9 @@ pub(super) async fn take_segment(
             .and_then([put]);
         let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
         if reply.succeeded() {
-            let revision = reply.header().map_or(0, |h| h.revision());
+            let Some(revision) = reply.header().map(|h| h.revision()) else {
+                return Err(StoreError::new("etcd answered without a header", true));
+            };
             return Ok(Some(Segment {
                 stored,
                 index,

@@ -29,7 +29,10 @@ async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<FencingT
         true => StoreError::new("the lock's node went before its grant", false),
         false => err,
     })?;
-    Ok(FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0)))
+    match u64::try_from(stat.mzxid) {
+        Ok(zxid) => Ok(FencingToken::new(zxid)),
+        Err(_) => Err(StoreError::permanent("ZooKeeper answered a negative zxid")),
+    }
 }
 
 impl ZooKeeperBackend {
@@ -112,12 +115,9 @@ impl ZooKeeperBackend {
         let all = all.map_err(|err| err.unknown(true))?;
         let mine = entry.stored.rsplit('/').next().unwrap_or_default();
         match holds(&all, mine, claim) {
-            Err(stored) => {
+            Err(disagrees) => {
                 let _ = self.release_entry(keys, claim, owner).await;
-                let Claim::Permit { of } = claim else {
-                    unreachable!("only permits name a count")
-                };
-                Err(StoreError::size_disagrees("permits", of, stored))
+                Err(disagrees)
             }
             Ok(None) => {
                 shared.held.take(&names.ticket);

@@ -2,16 +2,16 @@
 //! node `<owner>-<kind>-<sequence>` under the lock's parent node
 //! (`/<namespace>:{<key>}:<kind>`, a container ZooKeeper removes once
 //! empty), and holds when the nodes before it allow (see [`queue`]). The
-//! node's czxid is the fencing token: ZooKeeper's transaction ids only grow,
-//! across leader changes too, where a sequence number starts again with a
-//! new parent.
+//! fencing token is the zxid of a write to the node once its grant is
+//! decided: ZooKeeper's transaction ids only grow, across leader changes
+//! too, where a sequence number starts again with a new parent.
 //!
 //! The lease is the session: one per ttl, shared by every lock of that
 //! ttl ([`sessions`]), kept alive by the client; its negotiated timeout is
-//! the ttl granted. Renewals read the held nodes of a session in one
-//! request per tick ([`standing`]). Waiters watch the node before theirs
-//! ([`turn`]). Nodes no longer renewed are deleted at their ttl by the
-//! reaper the etcd backend uses too.
+//! the ttl granted. Renewals that come due together share one `sync` and
+//! one read of a session's held nodes ([`standing`]). Waiters watch the
+//! node before theirs ([`turn`]). Nodes no longer renewed are deleted at
+//! their ttl by the reaper the etcd backend uses too.
 
 mod acquire;
 mod connect;

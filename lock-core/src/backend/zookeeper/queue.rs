@@ -195,9 +195,13 @@ pub(super) fn parse_segment(kind: &str) -> Option<(u32, u32)> {
 }
 
 /// Whether the node `mine` holds `claim` among the sorted `children`:
-/// `Ok(None)` if it is not among them, or the count of permits another
-/// holder uses if it differs.
-pub(super) fn holds(children: &[String], mine: &str, claim: Claim) -> Result<Option<bool>, u32> {
+/// `Ok(None)` if it is not among them; an error if a holder uses another
+/// count of permits.
+pub(super) fn holds(
+    children: &[String],
+    mine: &str,
+    claim: Claim,
+) -> Result<Option<bool>, StoreError> {
     let Some(at) = children.iter().position(|name| name == mine) else {
         return Ok(None);
     };
@@ -212,7 +216,7 @@ pub(super) fn holds(children: &[String], mine: &str, claim: Claim) -> Result<Opt
             for child in holders {
                 let stored = child.kind.strip_prefix('p').and_then(|n| n.parse().ok());
                 if let Some(stored) = stored.filter(|&stored| stored != of) {
-                    return Err(stored);
+                    return Err(StoreError::size_disagrees("permits", of, stored));
                 }
             }
             at < of as usize
