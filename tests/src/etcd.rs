@@ -5,9 +5,14 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
+
+use crate::process::{server_started, wait_ready};
+
+/// What `GET /health` says of a cluster with a leader.
+const HEALTHY: &str = "\"health\":\"true\"";
 
 /// How long members may take to elect a leader and serve.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -95,52 +100,29 @@ impl EtcdServer {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn();
-        match child {
-            Ok(child) => self.child = Some(child),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                panic!("etcd is not installed: run scripts/test, or apt-get install etcd-server")
-            }
-            Err(err) => panic!("could not start etcd: {err}"),
-        }
+        let what = format!("etcd {}", self.name);
+        self.child = Some(server_started(child, &what, "etcd", "etcd-server"));
     }
 
     /// Waits until the member answers `GET /health` with a healthy cluster
     /// (polled: etcd has no readiness event a test can follow).
     fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + STARTUP;
-        while !self.healthy() {
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|child| child.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                panic!(
-                    "etcd {} exited ({status}) before serving; its log: {}",
-                    self.name,
-                    self.dir.path().join("etcd.log").display()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "etcd {} did not become healthy within {STARTUP:?}; its log: {}",
-                self.name,
-                self.dir.path().join("etcd.log").display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (port, what) = (self.client_port, format!("etcd {}", self.name));
+        let log = self.dir.path().join("etcd.log");
+        let healthy = || http_get(port, "/health").is_some_and(|r| r.contains(HEALTHY));
+        wait_ready(&mut self.child, &what, &log, STARTUP, healthy);
     }
 
     /// Whether the member says the cluster is healthy (it has a leader).
     pub fn healthy(&self) -> bool {
-        self.http_get("/health")
-            .is_some_and(|reply| reply.contains("\"health\":\"true\""))
+        http_get(self.client_port, "/health").is_some_and(|reply| reply.contains(HEALTHY))
     }
 
     /// How many messages of gRPC method `method` (`Txn`, `Range`,
     /// `LeaseKeepAlive`, ...) the member has received: requests, and each
     /// message of a stream.
     pub fn requests(&self, method: &str) -> u64 {
-        let metrics = self.http_get("/metrics").expect("etcd metrics");
+        let metrics = http_get(self.client_port, "/metrics").expect("etcd metrics");
         let line = format!("grpc_server_msg_received_total{{grpc_method=\"{method}\",");
         metrics
             .lines()
@@ -148,17 +130,6 @@ impl EtcdServer {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .map(|n| n as u64)
             .sum()
-    }
-
-    /// The body and headers of `GET path` on the client port.
-    fn http_get(&self, path: &str) -> Option<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).ok()?;
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-        stream.write_all(request.as_bytes()).ok()?;
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        Some(reply)
     }
 
     /// The client endpoint, `http://127.0.0.1:<port>`.
@@ -214,6 +185,17 @@ impl EtcdServer {
         self.spawn("existing");
         self.wait_healthy();
     }
+}
+
+/// The body and headers of `GET path` on the client port `port`.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    Some(reply)
 }
 
 /// `n` distinct free loopback ports: every listener is held until all are

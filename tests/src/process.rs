@@ -1,8 +1,11 @@
 //! Child processes of a test (the `contender`, `holder` and `fair_waiter`
-//! binaries), killed when dropped, so that a failing test leaves none.
+//! binaries), killed when dropped, so that a failing test leaves none; and
+//! the start of a server the kit runs (etcd, ZooKeeper).
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A running child process whose stdout the test reads.
 pub struct Process {
@@ -48,5 +51,50 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The child `spawned` started as `what` (`etcd`, `ZooKeeper`), or a panic
+/// that says how to install `program` if it is missing.
+pub(crate) fn server_started(
+    spawned: std::io::Result<Child>,
+    what: &str,
+    program: &str,
+    package: &str,
+) -> Child {
+    match spawned {
+        Ok(child) => child,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            panic!("{program} is not installed: run scripts/test, or apt-get install {package}")
+        }
+        Err(err) => panic!("could not start {what}: {err}"),
+    }
+}
+
+/// Waits until `ready` holds for the server `child` runs as `what`,
+/// within `bound`, panicking with its `log` if it exits or takes longer
+/// (polled: a server has no readiness event a test can follow).
+pub(crate) fn wait_ready(
+    child: &mut Option<Child>,
+    what: &str,
+    log: &Path,
+    bound: Duration,
+    ready: impl Fn() -> bool,
+) {
+    let deadline = Instant::now() + bound;
+    while !ready() {
+        let exited = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            panic!(
+                "{what} exited ({status}) before serving; its log: {}",
+                log.display()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not serve within {bound:?}; its log: {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

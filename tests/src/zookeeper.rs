@@ -5,9 +5,11 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
+
+use crate::process::{server_started, wait_ready};
 
 /// How long servers may take to start (a JVM) and form a quorum.
 const STARTUP: Duration = Duration::from_secs(60);
@@ -94,38 +96,16 @@ impl ZooKeeperServer {
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
             .spawn();
-        match child {
-            Ok(child) => self.child = Some(child),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                panic!("java is not installed: run scripts/test, or apt-get install zookeeper")
-            }
-            Err(err) => panic!("could not start ZooKeeper: {err}"),
-        }
+        self.child = Some(server_started(child, "ZooKeeper", "java", "zookeeper"));
     }
 
     /// Waits until the server answers `srvr` as a member of a quorum
     /// (polled: ZooKeeper has no readiness event a test can follow).
     fn wait_serving(&mut self) {
-        let deadline = Instant::now() + STARTUP;
-        while !self.serving() {
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|child| child.try_wait().ok().flatten());
-            let log = self.dir.path().join("zookeeper.log");
-            if let Some(status) = exited {
-                panic!(
-                    "ZooKeeper exited ({status}) before serving; its log: {}",
-                    log.display()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "ZooKeeper did not serve within {STARTUP:?}; its log: {}",
-                log.display()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let port = self.client_port;
+        let log = self.dir.path().join("zookeeper.log");
+        let serving = || four_letters(port, "srvr").is_some_and(|r| r.contains("Mode: "));
+        wait_ready(&mut self.child, "ZooKeeper", &log, STARTUP, serving);
     }
 
     /// Whether the server serves clients (it is standalone, a leader or a
@@ -137,12 +117,7 @@ impl ZooKeeperServer {
 
     /// The answer to a four-letter command (`srvr`, `mntr`, `cons`).
     pub fn four_letters(&self, command: &str) -> Option<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port)).ok()?;
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-        stream.write_all(command.as_bytes()).ok()?;
-        let mut reply = String::new();
-        let _ = stream.read_to_string(&mut reply);
-        Some(reply)
+        four_letters(self.client_port, command)
     }
 
     /// Whether this server leads its ensemble.
@@ -196,6 +171,16 @@ impl ZooKeeperServer {
         self.spawn();
         self.wait_serving();
     }
+}
+
+/// The answer to four-letter `command` on the client port `port`.
+fn four_letters(port: u16, command: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    stream.write_all(command.as_bytes()).ok()?;
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    Some(reply)
 }
 
 impl Drop for ZooKeeperServer {

@@ -9,6 +9,15 @@ mod rounds;
 pub(crate) use self::held::{Delete, Entry, Held, Leased, reap};
 pub(crate) use self::rounds::{Round, RoundsTask};
 
+/// The segments of `of` in the order `owner` tries them: from one of its
+/// own, so that contenders spread out.
+pub(crate) fn spread(owner: &str, of: u32) -> impl Iterator<Item = u32> {
+    let start = owner
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (0..of).map(move |i| start.wrapping_add(i) % of)
+}
+
 /// Aborts a task when dropped (a waiter's watch task goes with its
 /// signal).
 pub(crate) struct AbortOnDrop(pub(crate) tokio::task::AbortHandle);

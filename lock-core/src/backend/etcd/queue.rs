@@ -14,6 +14,7 @@ use etcd_client::{
 
 use super::errors::bounded;
 use crate::backend::Claim;
+use crate::backend::entries::spread;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -170,33 +171,18 @@ pub(super) async fn take_segment(
     lease: i64,
 ) -> Result<Option<Segment>, StoreError> {
     let value = format!("{of}|{owner}");
-    let all = GetOptions::new().with_prefix();
-    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
     let mut taken = Vec::new();
-    for kv in held.kvs() {
-        let Some(index) = segment_index(kv.key(), base) else {
-            continue;
-        };
-        let (stored_of, holder) = split_value(kv.value());
-        if stored_of != Some(of) {
-            let stored = stored_of.unwrap_or(0);
+    for held in held_segments(client, timeout, base).await? {
+        if held.of != Some(of) {
+            let stored = held.of.unwrap_or(0);
             return Err(StoreError::size_disagrees("segments", of, stored));
         }
-        if holder == owner.as_bytes() {
-            return Ok(Some(Segment {
-                stored: format!("{base}{index}"),
-                index,
-                revision: kv.create_revision(),
-                lease: kv.lease(),
-            }));
+        if held.holder == owner.as_bytes() {
+            return Ok(Some(held.segment));
         }
-        taken.push(index);
+        taken.push(held.segment.index);
     }
-    // Start at a segment of our own, so that contenders spread out.
-    let start = owner
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    for index in (0..of).map(|i| (start.wrapping_add(i)) % of) {
+    for index in spread(owner, of) {
         if taken.contains(&index) {
             continue;
         }
@@ -250,6 +236,41 @@ fn split_value(value: &[u8]) -> (Option<u32>, &[u8]) {
     }
 }
 
+/// One stored segment: where it is, and the count and holder its value
+/// names.
+struct HeldSegment {
+    segment: Segment,
+    of: Option<u32>,
+    holder: Vec<u8>,
+}
+
+/// The segments stored under `base`.
+async fn held_segments(
+    client: &Client,
+    timeout: Duration,
+    base: &str,
+) -> Result<Vec<HeldSegment>, StoreError> {
+    let all = GetOptions::new().with_prefix();
+    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
+    let segments = held.kvs().iter().filter_map(|kv| {
+        let index = segment_index(kv.key(), base)?;
+        let (of, holder) = split_value(kv.value());
+        let segment = Segment {
+            stored: format!("{base}{index}"),
+            index,
+            revision: kv.create_revision(),
+            lease: kv.lease(),
+        };
+        let holder = holder.to_vec();
+        Some(HeldSegment {
+            segment,
+            of,
+            holder,
+        })
+    });
+    Ok(segments.collect())
+}
+
 /// The segment of `owner` among the stored ones, found by value (for a
 /// release whose acquire's answer never arrived).
 pub(super) async fn find_segment(
@@ -258,18 +279,9 @@ pub(super) async fn find_segment(
     base: &str,
     owner: &str,
 ) -> Result<Option<(String, i64)>, StoreError> {
-    let all = GetOptions::new().with_prefix();
-    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
-    Ok(held
-        .kvs()
-        .iter()
-        .find(|kv| {
-            segment_index(kv.key(), base).is_some() && split_value(kv.value()).1 == owner.as_bytes()
-        })
-        .map(|kv| {
-            (
-                String::from_utf8_lossy(kv.key()).into_owned(),
-                kv.create_revision(),
-            )
-        }))
+    let held = held_segments(client, timeout, base).await?;
+    let mine = held
+        .into_iter()
+        .find(|held| held.holder == owner.as_bytes());
+    Ok(mine.map(|held| (held.segment.stored, held.segment.revision)))
 }

@@ -13,7 +13,7 @@ use super::queue::{
 };
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
-use crate::backend::entries::Entry;
+use crate::backend::entries::{Entry, spread};
 use crate::backend::{Attempt, Claim, Grant};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -177,11 +177,7 @@ impl ZooKeeperBackend {
             }
             taken.push(index);
         }
-        // Start at a segment of our own, so that contenders spread out.
-        let start = owner
-            .bytes()
-            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        for index in (0..of).map(|i| start.wrapping_add(i) % of) {
+        for index in spread(owner, of) {
             if taken.contains(&index) {
                 continue;
             }
