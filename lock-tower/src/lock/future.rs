@@ -10,7 +10,7 @@ use tower::Service;
 use super::{LockBody, OnLost};
 use crate::rejection::{DefaultRejection, Protocol, Reject, Rejection};
 
-type Lost = Pin<Box<dyn Future<Output = LockError> + Send>>;
+pub(super) type Lost = Pin<Box<dyn Future<Output = LockError> + Send>>;
 
 /// The response future of [`LockService`](super::LockService) (and of
 /// [`FenceCheck`](crate::FenceCheck)): takes the lock, then runs the inner
@@ -180,8 +180,11 @@ where
                     // the overlap).
                     if let Poll::Ready(response) = handler.poll(cx) {
                         let guard = guard.take().expect("the guard stays until the end");
+                        let (lost, on_lost) = (lost.take(), *on_lost);
                         let response = response?;
-                        return Poll::Ready(Ok(response.map(|body| LockBody::locked(body, guard))));
+                        return Poll::Ready(Ok(
+                            response.map(|body| LockBody::locked(body, guard, lost, on_lost))
+                        ));
                     }
                     let guard = guard.as_ref().expect("the guard stays until the end");
                     if *on_lost == OnLost::Continue {

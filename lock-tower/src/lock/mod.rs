@@ -26,7 +26,7 @@ mod service;
 
 use std::time::Duration;
 
-pub use body::LockBody;
+pub use body::{BoxError, LockBody};
 pub use future::ResponseFuture;
 pub use layer::LockLayer;
 pub use service::LockService;

@@ -255,6 +255,67 @@ async fn a_dropped_connection_mid_body_releases() {
     drop(chunks);
 }
 
+/// A body that never ends: a chunk every 20 ms.
+async fn endless() -> Body {
+    let ticks = futures_util::stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Some((Ok::<_, Infallible>(Bytes::from_static(b"tick\n")), ()))
+    });
+    Body::from_stream(ticks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_ending_body_holds_its_lock_only_until_max_hold() {
+    let store = TestStore::redis();
+    for on_lost in [OnLost::Abort, OnLost::Continue] {
+        let (locker, _) = store
+            .locker_with(|b| {
+                b.ttl(Duration::from_millis(400))
+                    .max_hold(Duration::from_millis(800))
+            })
+            .await;
+        let other = store.locker().await;
+        let app = Router::new().route("/reports/{id}", get(endless)).layer(
+            LockLayer::new(locker, KeyFrom::path("/reports/{id}", "report:<id>")).on_lost(on_lost),
+        );
+        let addr = serve(app).await;
+        let request = Request::get(format!("http://{addr}/reports/1"))
+            .body(Empty::new())
+            .unwrap();
+        let mut body = client().request(request).await.unwrap().into_body();
+        assert!(body.frame().await.unwrap().is_ok());
+        assert!(other.try_lock("report:1").await.unwrap().is_none());
+        // Freed in the store at max_hold plus at most one ttl, while the
+        // body still streams: another process takes the lock.
+        let next = other
+            .lock("report:1")
+            .wait(Duration::from_secs(10))
+            .await
+            .unwrap();
+        let after_loss = async {
+            let mut frames = 0;
+            loop {
+                match body.frame().await {
+                    Some(Ok(_)) if on_lost == OnLost::Continue && frames == 10 => {
+                        return "went on";
+                    }
+                    Some(Ok(_)) => frames += 1,
+                    Some(Err(_)) => return "cut",
+                    None => return "ended as if complete",
+                }
+            }
+        };
+        let seen = tokio::time::timeout(Duration::from_secs(10), after_loss)
+            .await
+            .expect("the body neither cut nor went on");
+        match on_lost {
+            OnLost::Abort => assert_eq!(seen, "cut"),
+            _ => assert_eq!(seen, "went on"),
+        }
+        next.release().await.unwrap();
+    }
+}
+
 async fn unlocked(token: Option<FencingToken>) -> String {
     format!("{token:?}")
 }
