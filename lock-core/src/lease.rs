@@ -319,6 +319,28 @@ impl Lease {
         Lease { state }
     }
 
+    /// The lease of the innermost lock held by the current task's locked
+    /// scope (see [`LockGuard::scope`](crate::LockGuard::scope)): `None`
+    /// outside any locked scope, or inside a multi-lock's scope.
+    ///
+    /// ```
+    /// use lock_core::{Lease, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.lock("order:42").await?;
+    /// assert!(Lease::current().is_none());
+    /// guard.scope(async {
+    ///     assert_eq!(Lease::current().unwrap().key(), "order:42");
+    /// }).await;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn current() -> Option<Lease> {
+        crate::scope::innermost_lease().map(Lease::new)
+    }
+
     /// The user key.
     pub fn key(&self) -> &str {
         self.state.keys.user()

@@ -90,8 +90,13 @@ fn enter_frame<F: Future>(held: Held, body: F) -> Scoped<F> {
 
 /// The token of the innermost scope's lock; `None` if it holds several.
 pub(crate) fn innermost_token() -> Option<FencingToken> {
+    innermost_lease().map(|lease| lease.token)
+}
+
+/// The lease of the innermost scope's lock; `None` if it holds several.
+pub(crate) fn innermost_lease() -> Option<Arc<LeaseState>> {
     HELD.try_with(|frame| match frame.held.leases() {
-        [lease] => Some(lease.token),
+        [lease] => Some(Arc::clone(lease)),
         _ => None,
     })
     .ok()

@@ -37,6 +37,10 @@
 //!   `axum` feature, [`FencingHeader`]) read it downstream, and
 //!   [`FenceCheckLayer`] answers `409 Conflict` to a request whose token is
 //!   older than the newest seen for its resource.
+//! - Signed tokens: [`PropagateFencingTokenLayer::signed`] adds an
+//!   HMAC-SHA256 of the token and its resource under a [`SigningKey`], and
+//!   [`FenceCheckLayer::verify`] answers `401` to a request without a valid
+//!   one, so that callers cannot pick their own tokens.
 
 #[cfg(feature = "axum")]
 mod axum;
@@ -45,15 +49,21 @@ pub mod fence_check;
 pub mod lock;
 mod propagate;
 pub mod rejection;
+mod signing;
+mod telemetry;
 
 #[cfg(feature = "axum")]
 pub use axum::FencingHeader;
 pub use extract::{Key, KeyExtractor, KeyFrom};
-pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens};
+pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens, Stale};
 pub use lock::{LockLayer, LockService, OnLost};
 pub use lock_core::FencingToken;
 pub use propagate::{
-    FENCING_TOKEN_HEADER, InvalidFencingToken, PropagateFencingToken, PropagateFencingTokenLayer,
+    FENCING_TOKEN_HEADER, InvalidFencingToken, LockKey, PropagateFencingToken,
+    PropagateFencingTokenLayer, PropagateSignedFencingToken, PropagateSignedFencingTokenLayer,
     fencing_token,
 };
 pub use rejection::{DefaultRejection, Protocol, Reject, Rejection};
+pub use signing::{
+    FENCING_SIGNATURE_HEADER, InvalidSigningKey, MAX_KEY_ID_LEN, MIN_SECRET_LEN, SigningKey,
+};

@@ -7,60 +7,38 @@
 //! The check and the record are atomic, but the handler's write comes
 //! after: for a hard guarantee, also fence the write itself in the data
 //! store (`lock_core::fence`). The newest tokens live in this process
-//! (one entry per resource); replicas of a downstream service each keep
-//! their own, which is why the store-level fence is the one to rely on.
+//! (one entry per resource, [`DEFAULT_MAX_RESOURCES`] at most); replicas
+//! of a downstream service each keep their own, which is why the
+//! store-level fence is the one to rely on.
+//!
+//! Unsigned, the check trusts its callers' headers: any caller can send a
+//! high token and have later writes refused. With
+//! [`FenceCheckLayer::verify`], a request must also carry a
+//! `fencing-token-signature` made with one of the accepted keys
+//! ([`PropagateFencingTokenLayer::signed`](crate::PropagateFencingTokenLayer::signed)),
+//! or it is answered `401 Unauthorized`.
 
 mod body;
 mod future;
+mod newest;
 mod service;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use lock_core::FencingToken;
 use tower::Layer;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
+pub use self::newest::{DEFAULT_MAX_RESOURCES, NewestTokens, Stale};
 pub use self::service::FenceCheck;
-
-/// Newest token seen per resource, shared by clones.
-#[derive(Debug, Clone, Default)]
-pub struct NewestTokens {
-    newest: Arc<Mutex<HashMap<String, FencingToken>>>,
-}
-
-impl NewestTokens {
-    /// Records `token` for `resource` unless a newer one was seen; returns
-    /// the newer one then.
-    pub fn observe(&self, resource: &str, token: FencingToken) -> Result<(), FencingToken> {
-        let mut newest = self.newest.lock().unwrap_or_else(PoisonError::into_inner);
-        match newest.get_mut(resource) {
-            Some(seen) if *seen > token => Err(*seen),
-            Some(seen) => {
-                *seen = token;
-                Ok(())
-            }
-            None => {
-                newest.insert(resource.to_owned(), token);
-                Ok(())
-            }
-        }
-    }
-
-    /// The newest token seen for `resource`.
-    pub fn newest(&self, resource: &str) -> Option<FencingToken> {
-        self.newest
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(resource)
-            .copied()
-    }
-}
+use crate::signing::{InvalidSigningKey, SigningKey};
 
 /// Rejects requests whose `fencing-token` is older than the newest seen for
 /// the resource the extractor names (`409`); a missing token is `428`, a
 /// malformed one `400`. Requests the extractor maps to `None` pass.
+/// With [`verify`](Self::verify), a missing, malformed or forged signature
+/// is `401`, checked before the token is recorded.
 ///
 /// ```
 /// use lock_tower::{FenceCheckLayer, KeyFrom};
@@ -73,6 +51,7 @@ impl NewestTokens {
 pub struct FenceCheckLayer<K> {
     extractor: K,
     newest: NewestTokens,
+    keys: Option<Arc<[SigningKey]>>,
 }
 
 impl<K> FenceCheckLayer<K> {
@@ -81,7 +60,47 @@ impl<K> FenceCheckLayer<K> {
         FenceCheckLayer {
             extractor,
             newest: NewestTokens::default(),
+            keys: None,
         }
+    }
+
+    /// Accepts only tokens signed with one of `keys` (by
+    /// [`PropagateFencingTokenLayer::signed`](crate::PropagateFencingTokenLayer::signed)).
+    /// To rotate: add the new key here, switch the signers to it, then
+    /// drop the old one. Refused: no key, or two with one id.
+    ///
+    /// ```
+    /// use lock_tower::{FenceCheckLayer, KeyFrom, SigningKey};
+    ///
+    /// let old = SigningKey::new("2026-10", [1u8; 32])?;
+    /// let new = SigningKey::new("2026-11", [2u8; 32])?;
+    /// let layer = FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"))
+    ///     .verify([new, old])?;
+    /// # let _ = layer;
+    /// # Ok::<(), lock_tower::InvalidSigningKey>(())
+    /// ```
+    pub fn verify(
+        mut self,
+        keys: impl IntoIterator<Item = SigningKey>,
+    ) -> Result<Self, InvalidSigningKey> {
+        let keys: Arc<[SigningKey]> = keys.into_iter().collect();
+        if keys.is_empty() {
+            return Err(InvalidSigningKey::NoKeys);
+        }
+        let mut ids = HashSet::new();
+        if let Some(twice) = keys.iter().find(|key| !ids.insert(key.id())) {
+            return Err(InvalidSigningKey::Id(twice.id().to_owned()));
+        }
+        self.keys = Some(keys);
+        Ok(self)
+    }
+
+    /// Remembers the newest tokens of at most `max` resources (default
+    /// [`DEFAULT_MAX_RESOURCES`]); see [`NewestTokens`] for what a full
+    /// table forgets and why that stays safe.
+    pub fn max_resources(mut self, max: usize) -> Self {
+        self.newest = NewestTokens::bounded(max);
+        self
     }
 
     /// The table of newest tokens (to share it between routes, or inspect it).
@@ -104,6 +123,7 @@ impl<S, K: Clone> Layer<S> for FenceCheckLayer<K> {
             inner,
             extractor: self.extractor.clone(),
             newest: self.newest.clone(),
+            keys: self.keys.clone(),
         }
     }
 }

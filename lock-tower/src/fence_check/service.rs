@@ -1,9 +1,10 @@
 //! [`FenceCheck`]: the service of [`FenceCheckLayer`](super::FenceCheckLayer).
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use tower::Service;
@@ -11,6 +12,7 @@ use tower::Service;
 use super::{NewestTokens, ResponseBody, ResponseFuture};
 use crate::extract::{Key, KeyExtractor};
 use crate::propagate::fencing_token;
+use crate::signing::{self, SigningKey};
 
 /// The service of [`FenceCheckLayer`](super::FenceCheckLayer).
 #[derive(Debug, Clone)]
@@ -18,6 +20,7 @@ pub struct FenceCheck<S, K> {
     pub(super) inner: S,
     pub(super) extractor: K,
     pub(super) newest: NewestTokens,
+    pub(super) keys: Option<Arc<[SigningKey]>>,
 }
 
 fn answer(status: StatusCode, message: String) -> Response<Bytes> {
@@ -67,13 +70,28 @@ where
                 return ResponseFuture::answer(answer(StatusCode::BAD_REQUEST, err.to_string()));
             }
         };
-        if let Err(newest) = self.newest.observe(&resource, token) {
-            tracing::debug!(%resource, %token, %newest, "stale fencing token rejected");
+        if let Some(keys) = &self.keys
+            && let Err(bad) = signing::verify(keys, request.headers(), &resource, token)
+        {
+            tracing::debug!(%resource, %token, %bad, "fencing token signature refused");
+            crate::telemetry::bad_signature();
+            let mut response = answer(
+                StatusCode::UNAUTHORIZED,
+                format!("{bad}: writes to `{resource}` must carry a signed fencing token"),
+            );
+            response.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("fencing-token-signature"),
+            );
+            return ResponseFuture::answer(response);
+        }
+        if let Err(stale) = self.newest.observe(&resource, token) {
+            tracing::debug!(%resource, %token, %stale, "stale fencing token rejected");
             return ResponseFuture::answer(answer(
                 StatusCode::CONFLICT,
                 format!(
-                    "fencing token {token} for `{resource}` is older than {newest}, which has \
-                     already written: the writer's lock was lost; re-acquire and retry"
+                    "fencing token {token} for `{resource}` {stale}: the writer's lock was \
+                     lost; re-acquire and retry"
                 ),
             ));
         }

@@ -1,6 +1,10 @@
 //! Fencing tokens across service boundaries: a client-side layer that adds
 //! the current token to outgoing requests as a `fencing-token` header, and
-//! [`fencing_token`] to read it back on the other side.
+//! [`fencing_token`] to read it back on the other side. Signed
+//! ([`PropagateFencingTokenLayer::signed`]), the header carries a MAC that
+//! [`FenceCheckLayer::verify`](crate::FenceCheckLayer::verify) checks.
+
+mod signed;
 
 use std::fmt;
 use std::task::{Context, Poll};
@@ -10,6 +14,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use lock_core::FencingToken;
 use tower::{Layer, Service};
 
+pub use self::signed::{LockKey, PropagateSignedFencingToken, PropagateSignedFencingTokenLayer};
+use crate::SigningKey;
+
 /// The header that carries a fencing token between services.
 pub const FENCING_TOKEN_HEADER: HeaderName = HeaderName::from_static("fencing-token");
 
@@ -17,6 +24,10 @@ pub const FENCING_TOKEN_HEADER: HeaderName = HeaderName::from_static("fencing-to
 /// request's extensions if any, else the current task's
 /// ([`FencingToken::current`]). Requests made outside any lock go out
 /// unchanged; a header already set is kept.
+///
+/// Unsigned, the header is trusted by whoever checks it: use it between
+/// services that trust each other, and [`signed`](Self::signed) where a
+/// caller could set its own header.
 ///
 /// ```
 /// use lock_tower::PropagateFencingTokenLayer;
@@ -31,6 +42,25 @@ pub const FENCING_TOKEN_HEADER: HeaderName = HeaderName::from_static("fencing-to
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PropagateFencingTokenLayer;
+
+impl PropagateFencingTokenLayer {
+    /// The same header plus a `fencing-token-signature` under `key`, for a
+    /// downstream [`FenceCheckLayer::verify`](crate::FenceCheckLayer::verify);
+    /// see [`PropagateSignedFencingTokenLayer`].
+    pub fn signed(key: SigningKey) -> PropagateSignedFencingTokenLayer {
+        PropagateSignedFencingTokenLayer::new(key)
+    }
+}
+
+/// The token an outgoing request is sent under: its extension, else the
+/// current task's.
+fn outgoing_token<B>(request: &Request<B>) -> Option<FencingToken> {
+    request
+        .extensions()
+        .get::<FencingToken>()
+        .copied()
+        .or_else(FencingToken::current)
+}
 
 impl<S> Layer<S> for PropagateFencingTokenLayer {
     type Service = PropagateFencingToken<S>;
@@ -59,12 +89,7 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let token = request
-            .extensions()
-            .get::<FencingToken>()
-            .copied()
-            .or_else(FencingToken::current);
-        if let Some(token) = token {
+        if let Some(token) = outgoing_token(&request) {
             request
                 .headers_mut()
                 .entry(FENCING_TOKEN_HEADER)

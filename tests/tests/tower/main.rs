@@ -1,5 +1,6 @@
 //! LockLayer in axum and tonic stacks, over real TCP, with real servers.
 
+mod fence;
 mod grpc;
 mod http;
 
