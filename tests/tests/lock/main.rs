@@ -2,6 +2,7 @@
 //! the same behavioural suite against the memory backend).
 
 mod access;
+mod bounds;
 mod cluster;
 mod conformance;
 mod etcd;

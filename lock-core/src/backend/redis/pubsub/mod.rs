@@ -154,14 +154,9 @@ impl Hub {
     /// when this returns.
     pub(super) async fn subscribe(&self, channel: &str) -> Result<ReleaseSignal, StoreError> {
         let inner = &self.inner;
-        let (releases, id) = match &inner.transport {
+        let (releases, registration) = match &inner.transport {
             Transport::Plain(plain) => plain.subscribe(inner, channel).await?,
             Transport::Shard(shard) => shard.subscribe(inner, channel).await?,
-        };
-        let registration = Registration {
-            hub: Arc::downgrade(inner),
-            channel: channel.to_owned(),
-            id,
         };
         Ok(ReleaseSignal::new(releases, registration))
     }
@@ -180,6 +175,26 @@ struct Registration {
     hub: Weak<HubInner>,
     channel: String,
     id: u64,
+}
+
+impl Registration {
+    /// Joins `channel` (subscribed on `connection`): the receiver, this
+    /// waiter's registration, and whether it is the first (the caller then
+    /// subscribes). Made before anything is sent, so that a subscription
+    /// cancelled or failed midway is left again, and unsubscribed.
+    fn join(
+        hub: &Arc<HubInner>,
+        channel: &str,
+        connection: u64,
+    ) -> (watch::Receiver<u64>, Registration, bool) {
+        let (releases, id, first) = lock(&hub.table).join(channel, connection);
+        let registration = Registration {
+            hub: Arc::downgrade(hub),
+            channel: channel.to_owned(),
+            id,
+        };
+        (releases, registration, first)
+    }
 }
 
 impl Drop for Registration {

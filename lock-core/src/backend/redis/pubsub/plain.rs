@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::{oneshot, watch};
 
-use super::{HubInner, lock};
+use super::{HubInner, Registration, lock};
 use crate::backend::redis::connection::Endpoint;
 use crate::backend::redis::once;
 use crate::store_error::StoreError;
@@ -44,12 +44,12 @@ impl Plain {
     }
 
     /// Subscribes to `channel` (connecting first if needed): the channel's
-    /// receiver and the id of its entry.
+    /// receiver and the waiter's registration.
     pub(super) async fn subscribe(
         &self,
-        hub: &HubInner,
+        hub: &Arc<HubInner>,
         channel: &str,
-    ) -> Result<(watch::Receiver<u64>, u64), StoreError> {
+    ) -> Result<(watch::Receiver<u64>, Registration), StoreError> {
         let mut connection = self.connection.lock().await;
         // A connection to a server that is no longer the master hears
         // nothing of releases on the new one: replaced.
@@ -61,13 +61,12 @@ impl Plain {
         }
         let live = connection.as_mut().expect("connected above");
         let generation = self.generation.load(Ordering::Relaxed);
-        let (releases, id, first) = lock(&hub.table).join(channel, generation);
+        let (releases, registration, first) = Registration::join(hub, channel, generation);
         if first && let Err(err) = once(hub.timeout, live.sink.subscribe(channel)).await {
             live.alive.store(false, Ordering::Relaxed);
-            lock(&hub.table).leave(channel, id);
             return Err(err);
         }
-        Ok((releases, id))
+        Ok((releases, registration))
     }
 
     /// Unsubscribes from `channel`, unless someone subscribed again

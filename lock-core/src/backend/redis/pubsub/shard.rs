@@ -17,7 +17,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{OnceCell, watch};
 
-use super::{HubInner, Table, lock};
+use super::{HubInner, Registration, Table, lock};
 use crate::backend::redis::once;
 use crate::store_error::{Refusal, StoreError};
 
@@ -64,21 +64,19 @@ impl Shard {
     /// and the id of its entry.
     pub(super) async fn subscribe(
         &self,
-        hub: &HubInner,
+        hub: &Arc<HubInner>,
         channel: &str,
-    ) -> Result<(watch::Receiver<u64>, u64), StoreError> {
+    ) -> Result<(watch::Receiver<u64>, Registration), StoreError> {
         let mut connection = self.connection(hub.timeout).await?;
         let _changing = self.changing.lock().await;
         self.forget_stale(hub, &connection).await;
-        let (releases, id, first) = lock(&hub.table).join(channel, 0);
+        // Dropped on an error (a subscription that ran out of time may still
+        // be made), the registration unsubscribes.
+        let (releases, registration, first) = Registration::join(hub, channel, 0);
         if first && let Err(err) = once(hub.timeout, connection.ssubscribe(channel)).await {
-            let mut table = lock(&hub.table);
-            table.leave(channel, id);
-            // A subscription that ran out of time may still be made.
-            table.forget_later([channel.to_owned()]);
             return Err(err);
         }
-        Ok((releases, id))
+        Ok((releases, registration))
     }
 
     /// Unsubscribes from `channel`, unless someone subscribed again
