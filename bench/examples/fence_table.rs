@@ -27,8 +27,8 @@ fn resident_mib() -> f64 {
 /// Sends every resource once through a check of at most `max` resources:
 /// the growth of resident memory (MiB), the table, and the seconds taken.
 fn run(max: usize) -> (f64, NewestTokens, f64) {
-    let check = FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"))
-        .max_resources(max);
+    let check =
+        FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>")).max_resources(max);
     let newest = check.newest_tokens().clone();
     let service = check.layer(tower::service_fn(|_: Request<Empty<Bytes>>| async {
         Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))

@@ -8,7 +8,7 @@
 //! lock-core's validation and escaping.
 
 use std::borrow::Cow;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use http::Request;
@@ -115,7 +115,10 @@ impl KeyFrom {
     /// Matches the request path against `path` (`/orders/{id}/pay`: `{name}`
     /// takes one segment) and builds the key from `key` (`order:<id>`: a
     /// captured name in `<>`, `<<` for a literal `<`). A request whose path
-    /// does not match passes through unlocked.
+    /// does not match passes through unlocked. With several captures, `%`
+    /// and the text between them are escaped in the values (`<a>:<b>`: a
+    /// `:` in a value is `%3A`), so that different values never make one
+    /// key.
     ///
     /// # Panics
     /// When a template is malformed (a startup-time programming error); use
@@ -231,6 +234,10 @@ struct PathTemplate {
     source: String,
     segments: Vec<Segment>,
     key: Vec<KeyPiece>,
+    /// With several captures, the bytes escaped in their values: `%` and
+    /// every byte of the text between captures, so that `<a>:<b>` cannot
+    /// make one key of `x:y`,`z` and `x`,`y:z`. Empty with one capture.
+    escaped: Vec<u8>,
 }
 
 enum Segment {
@@ -305,10 +312,12 @@ impl PathTemplate {
         if pieces.is_empty() {
             return Err(TemplateError("the key template is empty".into()));
         }
+        let escaped = separators(key, &pieces)?;
         Ok(PathTemplate {
             source: path.to_owned(),
             segments: shape,
             key: pieces,
+            escaped,
         })
     }
 
@@ -353,11 +362,70 @@ impl PathTemplate {
         for piece in &self.key {
             match piece {
                 KeyPiece::Text(text) => key.push_str(text),
-                KeyPiece::Capture(index) => key.push_str(&captures[*index]),
+                KeyPiece::Capture(index) if self.escaped.is_empty() => {
+                    key.push_str(&captures[*index]);
+                }
+                KeyPiece::Capture(index) => {
+                    for c in captures[*index].chars() {
+                        if c.is_ascii() && self.escaped.contains(&(c as u8)) {
+                            let _ = write!(key, "%{:02X}", c as u8);
+                        } else {
+                            key.push(c);
+                        }
+                    }
+                }
             }
         }
         Some(Ok(key))
     }
+}
+
+/// The bytes to escape in the values of a key template with several
+/// captures (see [`PathTemplate::escaped`]); refuses captures side by side
+/// or separated by text with `%` or a non-ASCII character, which no
+/// escaping keeps apart.
+fn separators(key: &str, pieces: &[KeyPiece]) -> Result<Vec<u8>, TemplateError> {
+    let captures = pieces
+        .iter()
+        .filter(|p| matches!(p, KeyPiece::Capture(_)))
+        .count();
+    if captures < 2 {
+        return Ok(Vec::new());
+    }
+    let first = pieces
+        .iter()
+        .position(|p| matches!(p, KeyPiece::Capture(_)));
+    let last = pieces
+        .iter()
+        .rposition(|p| matches!(p, KeyPiece::Capture(_)));
+    let (Some(first), Some(last)) = (first, last) else {
+        return Ok(Vec::new());
+    };
+    let mut escaped = vec![b'%'];
+    for pair in pieces[first..=last].windows(2) {
+        match pair {
+            [KeyPiece::Capture(_), KeyPiece::Capture(_)] => {
+                return Err(TemplateError(format!(
+                    "key template {key:?} puts two captures side by side; separate them with \
+                     text, as in `<a>:<b>`"
+                )));
+            }
+            [_, KeyPiece::Text(text)] => {
+                if !text.is_ascii() || text.contains('%') {
+                    return Err(TemplateError(format!(
+                        "key template {key:?}: text between captures must be ASCII without `%`"
+                    )));
+                }
+                escaped.extend(
+                    text.bytes()
+                        .filter(|b| !escaped.contains(b))
+                        .collect::<Vec<_>>(),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(escaped)
 }
 
 /// The segments of `path` after its first `/`.

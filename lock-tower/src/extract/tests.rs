@@ -36,6 +36,16 @@ fn bad_templates_are_errors() {
     assert!(KeyFrom::try_path("/orders/x{id}", "order:<id>").is_err());
     assert!(KeyFrom::try_path("/orders/{id}", "order:<id").is_err());
     assert!(KeyFrom::try_path("/orders/{id}/{id}", "<id>").is_err());
+    assert!(KeyFrom::try_path("/t/{a}/{b}", "<a><b>").is_err());
+    assert!(KeyFrom::try_path("/t/{a}/{b}", "<a>%<b>").is_err());
+}
+
+#[test]
+fn values_of_several_captures_escape_their_separators() {
+    let k = KeyFrom::path("/t/{a}/{b}", "k:<a>:<b>");
+    assert_eq!(k.extract(&get("/t/x%3Ay/z")), Key::Lock("k:x%3Ay:z".into()));
+    assert_eq!(k.extract(&get("/t/x/y%3Az")), Key::Lock("k:x:y%3Az".into()));
+    assert_eq!(k.extract(&get("/t/50%25/z")), Key::Lock("k:50%25:z".into()));
 }
 
 #[test]
@@ -73,4 +83,154 @@ fn closures_are_extractors() {
             .map(|id| format!("job:{id}"))
     };
     assert_eq!(f.extract(&get("/jobs/9")), Key::Lock("job:9".into()));
+}
+
+mod properties {
+    //! Every parser of request data, on arbitrary input: no panic, and no
+    //! two different values made into one key.
+
+    use http::HeaderValue;
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    use proptest::prelude::*;
+
+    use super::super::*;
+    use crate::propagate::fencing_token;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig::with_cases(10_000)
+    }
+
+    /// Values drawn from few characters, so that collisions would be found.
+    fn value() -> impl Strategy<Value = String> {
+        "[a:%/2é ]{1,6}"
+    }
+
+    fn key_of<B>(extractor: &KeyFrom, request: &Request<B>) -> Option<String> {
+        match extractor.extract(request) {
+            Key::Lock(key) => Some(key),
+            _ => None,
+        }
+    }
+
+    fn path_request(values: &[&str]) -> Request<()> {
+        let mut uri = String::from("/t");
+        for v in values {
+            uri.push('/');
+            uri.extend(utf8_percent_encode(v, NON_ALPHANUMERIC));
+        }
+        Request::builder().uri(uri).body(()).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn templates_parse_or_fail_without_panicking(path in ".{0,40}", key in ".{0,40}") {
+            let _ = KeyFrom::try_path(&path, &key);
+        }
+
+        #[test]
+        fn any_path_is_matched_without_panicking(path in "/[a-z0-9%/{}<>é.]{0,60}") {
+            let extractor = KeyFrom::path("/orders/{id}/{line}", "o:<id>:<line>");
+            if let Ok(request) = Request::builder().uri(path.as_str()).body(()) {
+                let _ = extractor.extract(&request);
+            }
+        }
+
+        #[test]
+        fn two_captures_make_one_key_only_of_equal_values(
+            a in value(), b in value(), c in value(), d in value(),
+        ) {
+            let extractor = KeyFrom::path("/t/{a}/{b}", "k:<a>:<b>");
+            let one = key_of(&extractor, &path_request(&[&a, &b]));
+            let two = key_of(&extractor, &path_request(&[&c, &d]));
+            if one.is_some() && one == two {
+                prop_assert_eq!((a, b), (c, d));
+            }
+        }
+
+        #[test]
+        fn one_capture_makes_one_key_only_of_equal_values(a in value(), b in value()) {
+            let extractor = KeyFrom::path("/t/{a}", "k:<a>");
+            let one = key_of(&extractor, &path_request(&[&a]));
+            let two = key_of(&extractor, &path_request(&[&b]));
+            if one.is_some() && one == two {
+                prop_assert_eq!(a, b);
+            }
+        }
+
+        #[test]
+        fn headers_make_one_key_only_of_equal_values(a in value(), b in value()) {
+            let extractor = KeyFrom::header("x-id").prefix("k:");
+            let request = |v: &str| {
+                let mut request = Request::new(());
+                if let Ok(value) = HeaderValue::from_str(v) {
+                    request.headers_mut().insert("x-id", value);
+                }
+                request
+            };
+            let (one, two) = (key_of(&extractor, &request(&a)), key_of(&extractor, &request(&b)));
+            if one.is_some() && one == two {
+                // Header values are taken without surrounding whitespace.
+                prop_assert_eq!(a.trim(), b.trim());
+            }
+        }
+
+        #[test]
+        fn any_header_bytes_are_read_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+                let mut request = Request::new(());
+                request.headers_mut().insert("x-id", value.clone());
+                let _ = KeyFrom::header("x-id").extract(&request);
+                let mut headers = http::HeaderMap::new();
+                headers.insert("fencing-token", value);
+                let _ = fencing_token(&headers);
+            }
+        }
+
+        #[test]
+        fn queries_make_one_key_only_of_equal_values(a in value(), b in value()) {
+            let extractor = KeyFrom::query("id").prefix("k:");
+            let request = |v: &str| {
+                let query: String = form_urlencoded::Serializer::new(String::new())
+                    .append_pair("x", "1")
+                    .append_pair("id", v)
+                    .finish();
+                Request::builder().uri(format!("/t?{query}")).body(()).unwrap()
+            };
+            let (one, two) = (key_of(&extractor, &request(&a)), key_of(&extractor, &request(&b)));
+            if one.is_some() && one == two {
+                prop_assert_eq!(a, b);
+            }
+        }
+
+        #[test]
+        fn any_query_is_read_without_panicking(query in "[a-z=&%+0-9é]{0,60}") {
+            if let Ok(request) = Request::builder().uri(format!("/t?{query}")).body(()) {
+                let _ = KeyFrom::query("id").extract(&request);
+            }
+        }
+
+        #[test]
+        fn fencing_tokens_read_back_exactly(token in any::<u64>()) {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("fencing-token", HeaderValue::from(token));
+            prop_assert_eq!(fencing_token(&headers), Ok(Some(lock_core::FencingToken::new(token))));
+        }
+
+        #[test]
+        fn a_fencing_token_header_is_accepted_only_as_plain_decimal(text in "[0-9+\\- a]{0,24}") {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("fencing-token", HeaderValue::from_str(&text).unwrap());
+            let plain = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+            match fencing_token(&headers) {
+                Ok(Some(token)) => {
+                    prop_assert!(plain);
+                    prop_assert_eq!(text.parse::<u64>(), Ok(token.get()));
+                }
+                Ok(None) => prop_assert!(false, "the header is there"),
+                Err(_) => prop_assert!(!plain || text.parse::<u64>().is_err()),
+            }
+        }
+    }
 }
