@@ -326,4 +326,33 @@ mod tests {
         assert!(validate_namespace("app{x}").is_err());
         assert!(validate_namespace("").is_err());
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+            #[test]
+            fn any_key_is_laid_out_or_refused_without_panicking(user in "\\PC{0,40}|[\\x00-\\x7f]{0,40}") {
+                if let Ok(keys) = StoredKeys::new("lock", &user) {
+                    prop_assert_eq!(keys.user(), user.as_str());
+                    // Nothing a key holds can leave the hash tag, widen a
+                    // pattern or split a command.
+                    let tagged = &keys.lease()["lock:{".len()..keys.lease().len() - "}:lease".len()];
+                    let hostile = ['{', '}', '*', '?', '[', ']', '\\', '\r', '\n', '\0'];
+                    prop_assert!(!tagged.contains(hostile), "{}", tagged);
+                }
+            }
+
+            #[test]
+            fn two_keys_share_stored_names_only_if_equal(a in "[a{%7B}:*]{1,6}", b in "[a{%7B}:*]{1,6}") {
+                let (one, two) = (StoredKeys::new("lock", &a).unwrap(), StoredKeys::new("lock", &b).unwrap());
+                prop_assert_eq!(one.lease() == two.lease(), a == b);
+                prop_assert_eq!(one.channel() == two.channel(), a == b);
+            }
+        }
+    }
 }

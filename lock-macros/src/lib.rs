@@ -85,3 +85,6 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
 }
+
+#[cfg(test)]
+mod properties;

@@ -142,4 +142,35 @@ mod tests {
             assert!(err.refusal().is_some(), "{bad}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+            #[test]
+            fn any_url_parses_or_is_refused_without_panicking(url in "etcd://[a-z0-9:@%/,.]{0,40}|.{0,20}") {
+                if let Ok((endpoints, _)) = parse_url(&url) {
+                    prop_assert!(!endpoints.is_empty());
+                }
+            }
+
+            #[test]
+            fn members_and_credentials_are_read_back(
+                hosts in proptest::collection::vec(("[a-z][a-z0-9.-]{0,12}", 1u16..), 1..4),
+                user in "[a-z]{1,8}",
+                password in ".{1,12}",
+            ) {
+                let list: Vec<String> = hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+                let encoded = percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+                let (endpoints, login) = parse_url(&format!("etcd://{user}:{encoded}@{}", list.join(","))).unwrap();
+                let expected: Vec<String> = list.iter().map(|h| format!("http://{h}")).collect();
+                prop_assert_eq!(endpoints, expected);
+                prop_assert_eq!(login, Some((user, password)));
+            }
+        }
+    }
 }

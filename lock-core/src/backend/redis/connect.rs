@@ -344,4 +344,30 @@ mod tests {
             assert_eq!(err.refusal(), Some(&Refusal::InvalidUrl), "{bad}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+            #[test]
+            fn any_cluster_url_parses_or_is_refused_without_panicking(url in "(redis\\+cluster|redis)://[a-z0-9:@%/,?#]{0,40}") {
+                if let Ok(Some(nodes)) = cluster_nodes(&url) {
+                    prop_assert!(!nodes.is_empty());
+                    prop_assert!(nodes.iter().all(|n| n.starts_with("redis://")));
+                }
+            }
+
+            #[test]
+            fn cluster_nodes_are_read_back(hosts in proptest::collection::vec(("[a-z][a-z0-9.-]{0,12}", 1u16..), 1..6)) {
+                let list: Vec<String> = hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+                let nodes = cluster_nodes(&format!("redis+cluster://{}", list.join(","))).unwrap().unwrap();
+                let expected: Vec<String> = list.iter().map(|h| format!("redis://{h}")).collect();
+                prop_assert_eq!(nodes, expected);
+            }
+        }
+    }
 }

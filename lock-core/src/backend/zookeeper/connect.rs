@@ -94,4 +94,29 @@ mod tests {
             assert!(err.refusal().is_some(), "{bad}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+            #[test]
+            fn any_connect_string_is_checked_without_panicking(hosts in "[a-z0-9:/,.é]{0,40}") {
+                let _ = check_hosts(&hosts);
+            }
+
+            #[test]
+            fn hosts_with_ports_and_a_chroot_pass(
+                hosts in proptest::collection::vec(("[a-z][a-z0-9.-]{0,12}", 1u16..), 1..4),
+                chroot in "(/[a-z0-9]{1,6}){0,3}",
+            ) {
+                let list: Vec<String> = hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+                let connect_string = format!("{}{chroot}", list.join(","));
+                prop_assert!(check_hosts(&connect_string).is_ok(), "{}", connect_string);
+            }
+        }
+    }
 }

@@ -135,4 +135,33 @@ mod tests {
             assert_eq!(err.refusal(), Some(&Refusal::InvalidUrl), "{bad}");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+            #[test]
+            fn any_url_parses_or_is_refused_without_panicking(url in "redis\\+sentinel://[a-z0-9:@%/,\\[\\]?.]{0,40}") {
+                if let Err(err) = SentinelUrl::parse(&url) {
+                    prop_assert_eq!(err.refusal(), Some(&Refusal::InvalidUrl));
+                }
+            }
+
+            #[test]
+            fn sentinels_and_the_master_are_read_back(
+                hosts in proptest::collection::vec(("[a-z][a-z0-9.-]{0,12}", 1u16..), 1..4),
+                master in "[a-zA-Z0-9_-]{1,12}",
+            ) {
+                let list: Vec<String> = hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+                let url = SentinelUrl::parse(&format!("redis+sentinel://{}/{master}", list.join(","))).unwrap();
+                let expected: Vec<String> = list.iter().map(|h| format!("redis://{h}")).collect();
+                prop_assert_eq!(url.sentinels, expected);
+                prop_assert_eq!(url.master, master);
+            }
+        }
+    }
 }
