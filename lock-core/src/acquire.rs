@@ -89,7 +89,7 @@ impl Acquisition {
             return Next::Line(self);
         };
         let started = Instant::now();
-        let owner = owner::next();
+        let owner = owner::next(&inner.owner_prefix);
         let answer = inner
             .backend
             .try_acquire(&self.keys, self.claim, owner.as_str(), self.ttl)

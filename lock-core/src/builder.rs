@@ -91,6 +91,21 @@ impl LockerBuilder {
         self
     }
 
+    /// Names this Locker's lock holders for operators: every owner value
+    /// starts with it, and [`Locker::inspect`](crate::Locker::inspect)
+    /// shows it as `<label>/pid <pid>`. 1 to 32 ASCII letters, digits, `.`,
+    /// `_` or `-`; the host name by default.
+    ///
+    /// ```
+    /// let locker = lock_core::Locker::builder().label("payments-7f9c").memory()?;
+    /// # let _ = locker;
+    /// # Ok::<(), lock_core::LockError>(())
+    /// ```
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.config.label = label.into();
+        self
+    }
+
     /// Bound on tasks of this process waiting in one key's local line
     /// (default 100 000; a key's plain lock, semaphore and striped lock
     /// each have a line); past it, acquires fail at once with
@@ -137,6 +152,15 @@ impl LockerBuilder {
             return Err(LockError::invalid_config(
                 "max_waiters_per_key",
                 "must be at least 1",
+            ));
+        }
+        if !crate::owner::check_label(&config.label) {
+            return Err(LockError::invalid_config(
+                "label",
+                format!(
+                    "{:?} must be 1 to 32 ASCII letters, digits, `.`, `_` or `-`",
+                    config.label.chars().take(64).collect::<String>()
+                ),
             ));
         }
         if config.timeout.is_zero() {

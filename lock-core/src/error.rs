@@ -366,6 +366,10 @@ pub enum Operation {
     ConfirmReplicas,
     /// A fenced write.
     FencedWrite,
+    /// Reading what the store holds (`Locker::inspect`, `Locker::held_keys`).
+    Inspect,
+    /// Removing every holder (`Locker::force_release`).
+    ForceRelease,
 }
 
 impl fmt::Display for Operation {
@@ -377,6 +381,8 @@ impl fmt::Display for Operation {
             Operation::Release => "releasing",
             Operation::Subscribe => "subscribing to releases of",
             Operation::ConfirmReplicas => "confirming replicas for",
+            Operation::Inspect => "inspecting",
+            Operation::ForceRelease => "force-releasing",
             Operation::FencedWrite => "writing under",
         })
     }

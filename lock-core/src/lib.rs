@@ -102,6 +102,7 @@ pub mod fence;
 mod future;
 mod global;
 mod guard;
+pub mod inspect;
 mod keys;
 mod lease;
 mod line;
@@ -125,6 +126,7 @@ pub use error::{LockError, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
+pub use inspect::{Holder, Inspection};
 pub use keys::{MAX_KEY_LEN, StoredKeys};
 pub use lease::{Lease, LossReason};
 #[cfg(feature = "macros")]

@@ -12,6 +12,7 @@ use crate::error::LockError;
 use crate::keys::StoredKeys;
 use crate::line::Lines;
 use crate::multi::LockAllRequest;
+use crate::owner::OwnerPrefix;
 use crate::request::LockRequest;
 use crate::watchdog::Watchdogs;
 
@@ -59,6 +60,8 @@ pub(crate) struct LockerInner {
     pub(crate) id: u64,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: Config,
+    /// The start of every owner value this Locker makes.
+    pub(crate) owner_prefix: OwnerPrefix,
     pub(crate) lines: Arc<Lines>,
     /// The lines of the other kinds of lock (fair; read-write; semaphores;
     /// striped), each apart from the others, as their stored locks are. In
@@ -93,6 +96,8 @@ pub(crate) struct Config {
     pub(crate) max_waiters_per_key: usize,
     pub(crate) timeout: Duration,
     pub(crate) replicas: Option<(usize, Duration)>,
+    /// Names this Locker's owners for operators (see `LockerBuilder::label`).
+    pub(crate) label: String,
     /// Roots (PEM) a `rediss://` server's certificate is checked against
     /// instead of the system's.
     #[cfg(feature = "tls")]
@@ -110,6 +115,7 @@ impl Default for Config {
             max_waiters_per_key: DEFAULT_MAX_WAITERS_PER_KEY,
             timeout: crate::backend::redis::DEFAULT_TIMEOUT,
             replicas: None,
+            label: crate::owner::default_label(),
             #[cfg(feature = "tls")]
             tls_roots: None,
         }
@@ -144,6 +150,7 @@ impl Locker {
                 lines: Lines::new(config.max_waiters_per_key),
                 kind_lines: [(); 4].map(|()| Lines::new(config.max_waiters_per_key)),
                 watchdogs: Watchdogs::default(),
+                owner_prefix: OwnerPrefix::new(&config.label),
                 backend,
                 config,
             }),

@@ -1,10 +1,12 @@
 //! Owner values: one per acquisition, never per process or thread.
 //!
-//! `<process id>:<pid>:<sequence>`, where the process id is 64 random bits
-//! drawn once per process (pids repeat across machines and restarts) and the
-//! sequence numbers each acquisition once. A delayed renewal or release of an
-//! old acquisition therefore never matches a newer one, even in the same
-//! process.
+//! `<label>:<process id>:<pid>:<sequence>`, where the label names the
+//! host or service for operators (the Locker's
+//! [`label`](crate::LockerBuilder::label), the host name by default), the
+//! process id is 64 random bits drawn once per process (pids repeat across
+//! machines and restarts) and the sequence numbers each acquisition once. A
+//! delayed renewal or release of an old acquisition therefore never matches
+//! a newer one, even in the same process.
 //!
 //! Threads take sequence numbers in blocks, so that taking a lock touches no
 //! counter that another thread writes.
@@ -16,8 +18,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrayvec::ArrayString;
 
-/// `<process id>:<pid>:`, the start of every owner value of this process.
-static PREFIX: LazyLock<ArrayString<INLINE>> = LazyLock::new(|| {
+/// Longest label, in bytes.
+pub const MAX_LABEL_LEN: usize = 32;
+
+/// `<process id>:<pid>:`, the part of every owner value of this process
+/// after the label.
+static PROCESS: LazyLock<ArrayString<48>> = LazyLock::new(|| {
     let mut bytes = [0u8; 8];
     // Without an OS random source, fall back on time and pid: still unique
     // per process in practice, and the sequence keeps acquisitions apart.
@@ -61,9 +67,61 @@ fn sequence() -> u64 {
     })
 }
 
-/// Room for an owner value: 16 hex digits, a pid and a 64-bit sequence
-/// with their separators need at most 48 bytes.
-const INLINE: usize = 48;
+/// Room for an owner value: a label, 16 hex digits, a pid and a 64-bit
+/// sequence with their separators need at most 32 + 1 + 48 bytes.
+const INLINE: usize = 96;
+
+/// The start of the owner values of one Locker: `<label>:<process id>:<pid>:`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnerPrefix(ArrayString<INLINE>);
+
+impl OwnerPrefix {
+    /// The prefix for `label`, which [`check_label`] accepted.
+    pub(crate) fn new(label: &str) -> Self {
+        let mut prefix = ArrayString::new();
+        let _ = write!(prefix, "{label}:{}", &*PROCESS);
+        OwnerPrefix(prefix)
+    }
+}
+
+/// Whether `label` can name owners: 1 to [`MAX_LABEL_LEN`] ASCII letters,
+/// digits, `.`, `_` or `-` (nothing a store's key, node name or value
+/// separates on).
+pub(crate) fn check_label(label: &str) -> bool {
+    !label.is_empty()
+        && label.len() <= MAX_LABEL_LEN
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The host name, as a label: its plain characters, at most
+/// [`MAX_LABEL_LEN`]; `host` if none is known.
+pub(crate) fn default_label() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let label: String = name
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(MAX_LABEL_LEN)
+        .collect();
+    if label.is_empty() {
+        "host".to_owned()
+    } else {
+        label
+    }
+}
+
+/// Who an owner value belongs to, for people: `<label>/pid <pid>`; `None`
+/// for a value not made here.
+pub fn process_of(owner: &str) -> Option<String> {
+    let mut parts = owner.split(':');
+    let (label, _, pid) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_some() && pid.parse::<u32>().is_ok()).then(|| format!("{label}/pid {pid}"))
+}
 
 /// An owner value kept inline (no allocation; one is made on every lock),
 /// as a string that needs no check when read.
@@ -88,8 +146,8 @@ impl std::fmt::Debug for Owner {
 }
 
 /// A fresh owner value.
-pub(crate) fn next() -> Owner {
-    let mut owner = *PREFIX;
+pub(crate) fn next(prefix: &OwnerPrefix) -> Owner {
+    let mut owner = prefix.0;
     // The prefix leaves room for 20 digits: writing cannot fail.
     let _ = write!(owner, "{}", sequence());
     Owner(owner)
@@ -97,18 +155,38 @@ pub(crate) fn next() -> Owner {
 
 #[cfg(test)]
 mod tests {
+    fn next() -> super::Owner {
+        super::next(&super::OwnerPrefix::new("test-host"))
+    }
+
     #[test]
     fn owner_values_fit_inline_at_their_longest() {
-        let longest = format!("{:016x}:{}:{}", u64::MAX, u32::MAX, u64::MAX);
-        assert_eq!(longest.len(), super::INLINE);
+        let label = "l".repeat(super::MAX_LABEL_LEN);
+        let longest = format!("{label}:{:016x}:{}:{}", u64::MAX, u32::MAX, u64::MAX);
+        assert!(longest.len() <= super::INLINE);
         let copy = super::Owner::copy_of(&longest).unwrap();
         assert_eq!(copy.as_str(), longest);
-        assert!(super::Owner::copy_of(&format!("{longest}x")).is_none());
+        assert!(super::Owner::copy_of(&"x".repeat(super::INLINE + 1)).is_none());
+    }
+
+    #[test]
+    fn owner_values_name_their_process() {
+        let owner = next();
+        let pid = std::process::id();
+        assert_eq!(
+            super::process_of(owner.as_str()),
+            Some(format!("test-host/pid {pid}"))
+        );
+        assert_eq!(super::process_of("someone else"), None);
+        assert!(super::check_label(&super::default_label()));
+        assert!(
+            !super::check_label("a:b") && !super::check_label("") && !super::check_label("a b")
+        );
     }
 
     #[test]
     fn owner_values_are_unique_per_acquisition() {
-        let (a, b) = (super::next(), super::next());
+        let (a, b) = (next(), next());
         let (a, b) = (a.as_str(), b.as_str());
         assert_ne!(a, b);
         assert_eq!(a.rsplit_once(':').unwrap().0, b.rsplit_once(':').unwrap().0);
@@ -120,13 +198,7 @@ mod tests {
     fn threads_never_share_an_owner_value() {
         let per_thread: Vec<Vec<String>> = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..4)
-                .map(|_| {
-                    scope.spawn(|| {
-                        (0..3000)
-                            .map(|_| super::next().as_str().to_owned())
-                            .collect()
-                    })
-                })
+                .map(|_| scope.spawn(|| (0..3000).map(|_| next().as_str().to_owned()).collect()))
                 .collect();
             threads.into_iter().map(|t| t.join().unwrap()).collect()
         });

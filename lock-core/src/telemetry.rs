@@ -61,6 +61,8 @@ mod enabled {
             Operation::Subscribe => "subscribe",
             Operation::ConfirmReplicas => "confirm_replicas",
             Operation::FencedWrite => "fenced_write",
+            Operation::Inspect => "inspect",
+            Operation::ForceRelease => "force_release",
         };
         metrics::counter!("lock_store_errors_total", "op" => op).increment(1);
     }

@@ -27,7 +27,7 @@ impl<'a> UndoOnDrop<'a> {
     pub(crate) fn new(acquisition: &'a Acquisition) -> Self {
         UndoOnDrop {
             acquisition,
-            owner: Some(owner::next()),
+            owner: Some(owner::next(&acquisition.locker.inner.owner_prefix)),
             sending: false,
             in_doubt: false,
         }
@@ -56,7 +56,8 @@ impl<'a> UndoOnDrop<'a> {
         let Some(owner) = self.owner.as_mut() else {
             return;
         };
-        let owner = std::mem::replace(owner, owner::next());
+        let fresh = owner::next(&self.acquisition.locker.inner.owner_prefix);
+        let owner = std::mem::replace(owner, fresh);
         let (keys, claim) = (self.acquisition.keys.clone(), self.acquisition.claim);
         let backend = Arc::clone(&self.acquisition.locker.inner.backend);
         // The latest send of the acquire was before now: its lease ends by then.

@@ -9,7 +9,8 @@ use lock_core::backend::{
     Attempt, Claim, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal,
     StoreFuture, ZooKeeperBackend,
 };
-use lock_core::{Backend, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
+use lock_core::inspect::Pattern;
+use lock_core::{Backend, Inspection, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
 
 use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet, ZooKeeperServer};
 
@@ -430,6 +431,28 @@ impl Backend for Counting {
     ) -> StoreFuture<'a, Result<usize, StoreError>> {
         let inner = &self.inner;
         inner.confirm_replicas(keys, claim, owner, ttl, wanted, within)
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        self.inner.inspect(keys)
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        self.inner.held_keys(namespace, pattern)
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        self.inner.force_release(keys)
     }
 
     fn answers_in_place(&self) -> bool {

@@ -12,6 +12,7 @@ use self::fair::FairQueue;
 use self::permits::Permits;
 use self::rw::ReadWrite;
 use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
+use crate::inspect::{Inspection, Pattern};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
 use crate::sharded::Sharded;
@@ -20,6 +21,7 @@ use crate::token::FencingToken;
 
 mod entries;
 mod fair;
+mod inspect;
 mod permits;
 mod rw;
 
@@ -110,6 +112,13 @@ enum HeldBy {
 impl HeldBy {
     fn new(owner: &str) -> Self {
         Owner::copy_of(owner).map_or_else(|| HeldBy::Heap(owner.into()), HeldBy::Inline)
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            HeldBy::Inline(inline) => inline.as_str(),
+            HeldBy::Heap(heap) => heap,
+        }
     }
 
     fn is(&self, owner: &str) -> bool {
@@ -354,6 +363,28 @@ impl Backend for MemoryBackend {
         _: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::ready(self.subscribe_now(keys))
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::ready(Ok(self.inspect_now(keys)))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::ready(Ok(self.held_keys_now(namespace, pattern)))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::ready(Ok(self.force_release_now(keys)))
     }
 
     fn answers_in_place(&self) -> bool {

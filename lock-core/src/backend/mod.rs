@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -220,6 +221,51 @@ pub trait Backend: Send + Sync + 'static {
         _within: Duration,
     ) -> StoreFuture<'a, Result<usize, StoreError>> {
         StoreFuture::ready(Ok(wanted))
+    }
+
+    /// What the store holds for `keys`: every holder of every kind of
+    /// lock on the key, and the waiters' tickets where it keeps them
+    /// ([`Locker::inspect`](crate::Locker::inspect)). By default the store
+    /// cannot be inspected.
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        let _ = keys;
+        StoreFuture::ready(Err(StoreError::permanent(format!(
+            "{} cannot be inspected",
+            self.describe()
+        ))))
+    }
+
+    /// The user keys of namespace `namespace` that match `pattern` and
+    /// have a holder or a ticket
+    /// ([`Locker::held_keys`](crate::Locker::held_keys)), at most
+    /// [`MAX_LISTED`](crate::inspect::MAX_LISTED) of them or a few more.
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        let _ = (namespace, pattern);
+        StoreFuture::ready(Err(StoreError::permanent(format!(
+            "{} cannot list its locks",
+            self.describe()
+        ))))
+    }
+
+    /// Removes every holder and ticket of every kind of lock on `keys`,
+    /// keeping what orders its tokens, and wakes its waiters; returns how
+    /// many it removed ([`Locker::force_release`](crate::Locker::force_release)).
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        let _ = keys;
+        StoreFuture::ready(Err(StoreError::permanent(format!(
+            "{} cannot force-release a lock",
+            self.describe()
+        ))))
     }
 
     /// Whether every [`StoreFuture`] this backend returns is already

@@ -10,11 +10,13 @@ use lock_testkit::{TestStore, assert_lost};
 use tokio::time::Instant;
 
 mod fair;
+mod inspect;
 mod multi;
 mod rw;
 mod semaphore;
 mod striped;
 pub use fair::*;
+pub use inspect::*;
 pub use multi::*;
 pub use rw::*;
 pub use semaphore::*;

@@ -52,6 +52,7 @@ macro_rules! on_stores {
 on_every_backend!(
     plain: [
         exclusion_between_tasks_and_lockers,
+        inspection_shows_every_holder_and_force_release_frees_the_key,
         tokens_strictly_increase,
         watchdog_keeps_a_short_lease,
         without_watchdog_the_lease_expires,

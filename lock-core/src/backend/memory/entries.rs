@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::{HeldBy, State};
 use crate::backend::{Attempt, Claim};
+use crate::inspect::Holder;
 use crate::keys::{KeyMap, StoredKeys};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -39,6 +40,10 @@ pub(super) trait Entries {
 
     /// Forgets what has expired; `true` if nothing is left.
     fn sweep(&mut self, now: Instant) -> bool;
+
+    /// Adds the live holders to `out` (`segments`: a striped lock's map);
+    /// returns the live tickets of waiters.
+    fn inspect(&self, now: Instant, segments: bool, out: &mut Vec<Holder>) -> usize;
 }
 
 /// Extends `owner`'s live lease among `holders` (`parts` gives a holder's

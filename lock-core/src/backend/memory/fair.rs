@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::HeldBy;
 use super::entries::{Entries, Released};
 use crate::backend::{Attempt, Claim, Grant};
+use crate::inspect::Holder;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
@@ -36,6 +37,21 @@ impl Entries for FairQueue {
     fn sweep(&mut self, now: Instant) -> bool {
         self.entries.retain(|t| t.expires > now);
         self.entries.is_empty()
+    }
+
+    fn inspect(&self, now: Instant, _: bool, out: &mut Vec<Holder>) -> usize {
+        let live = self.entries.iter().filter(|t| t.expires > now);
+        let mut waiters = 0;
+        for ticket in live {
+            match ticket.token {
+                Some(token) => out.push(
+                    Holder::new(Claim::Fair, ticket.owner.as_str(), token)
+                        .remaining(ticket.expires - now),
+                ),
+                None => waiters += 1,
+            }
+        }
+        waiters
     }
 
     fn acquire(

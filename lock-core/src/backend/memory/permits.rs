@@ -36,6 +36,30 @@ impl Entries for Permits {
         }
     }
 
+    fn inspect(
+        &self,
+        now: Instant,
+        segments: bool,
+        out: &mut Vec<crate::inspect::Holder>,
+    ) -> usize {
+        let of = self.of;
+        for holder in self.holders.iter().filter(|h| h.expires > now) {
+            let kind = if segments {
+                Claim::Segment { of }
+            } else {
+                Claim::Permit { of }
+            };
+            let seen = crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
+                .remaining(holder.expires - now);
+            out.push(if segments {
+                seen.segment(holder.segment)
+            } else {
+                seen
+            });
+        }
+        0
+    }
+
     fn sweep(&mut self, now: Instant) -> bool {
         self.holders.retain(|h| h.expires > now);
         self.holders.is_empty()

@@ -44,6 +44,22 @@ impl Entries for ReadWrite {
         ReadWrite::default()
     }
 
+    fn inspect(&self, now: Instant, _: bool, out: &mut Vec<crate::inspect::Holder>) -> usize {
+        for holder in self.holders.iter().filter(|h| h.expires > now) {
+            let kind = if holder.writes {
+                Claim::Write
+            } else {
+                Claim::Read
+            };
+            out.push(
+                crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
+                    .remaining(holder.expires - now),
+            );
+        }
+        let waiting = self.writer_waiting.as_ref();
+        usize::from(waiting.is_some_and(|(_, expires)| *expires > now))
+    }
+
     fn sweep(&mut self, now: Instant) -> bool {
         self.holders.retain(|h| h.expires > now);
         if self

@@ -4,6 +4,7 @@
 mod batch;
 mod connect;
 mod connection;
+mod inspect;
 mod pubsub;
 mod raise;
 mod replies;
@@ -32,6 +33,7 @@ use self::scripts::{
 pub(crate) use self::send::{Sent, once, within};
 use self::wait::WaitConnections;
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -356,6 +358,28 @@ where
         within: Duration,
     ) -> StoreFuture<'a, Result<usize, StoreError>> {
         StoreFuture::new(self.confirm((keys, claim, owner, ttl), wanted, within))
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspect_keys(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_in(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::new(self.force_release_keys(keys))
     }
 
     fn describe(&self) -> String {

@@ -78,3 +78,11 @@ pub(super) static RW_RELEASE_SCRIPT: LazyLock<Script> =
 /// (`raise.lua`).
 pub(super) static RAISE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/raise.lua")));
+
+/// Every holder and ticket of a key, for operators.
+pub(super) static INSPECT_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/inspect.lua")));
+
+/// Removes every holder and ticket of a key, for operators.
+pub(super) static FORCE_RELEASE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));

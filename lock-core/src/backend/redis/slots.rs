@@ -68,6 +68,15 @@ impl SlotMasters {
         })
     }
 
+    /// Every master's address, as the cluster says now.
+    pub(super) async fn masters(&self) -> Result<Vec<(String, u16)>, StoreError> {
+        let map = self.ask().await?;
+        let mut masters: Vec<(String, u16)> = map.0.values().cloned().collect();
+        masters.sort();
+        masters.dedup();
+        Ok(masters)
+    }
+
     /// Has the slot map asked again before its next use.
     pub(super) fn stale(&self) {
         self.stale.store(true, Ordering::Relaxed);

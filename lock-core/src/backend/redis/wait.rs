@@ -29,7 +29,7 @@ const KEEP_IDLE: usize = 64;
 
 /// Connections for `WAIT`, apart from the shared one.
 pub(super) struct WaitConnections {
-    masters: Masters,
+    pub(super) masters: Masters,
     idle: Mutex<Vec<(Master, MultiplexedConnection)>>,
 }
 

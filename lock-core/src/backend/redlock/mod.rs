@@ -24,6 +24,7 @@
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+mod inspect;
 mod later;
 mod master;
 mod merged;
@@ -40,6 +41,7 @@ use self::master::Master;
 use self::merged::merged;
 use crate::backend::redis::once;
 use crate::backend::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
+use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
@@ -304,6 +306,28 @@ impl Backend for RedLockBackend {
             }
             said
         })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspect_masters(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_on_masters(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::new(self.force_release_masters(keys))
     }
 
     /// Releases are published on every master where a waiter found the

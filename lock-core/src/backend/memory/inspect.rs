@@ -1,0 +1,103 @@
+//! What the memory store holds, for operators: inspection, the keys held
+//! and force-release.
+
+use tokio::time::Instant;
+
+use super::entries::Entries;
+use super::{MemoryBackend, State};
+use crate::backend::Claim;
+use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern};
+use crate::keys::{KeyMap, StoredKeys};
+use crate::sharded::SHARDS;
+
+impl State {
+    /// The live holders and tickets of every kind of lock on `keys`.
+    fn inspect(&self, keys: &StoredKeys, now: Instant) -> Inspection {
+        let mut seen = Inspection::new(keys.user());
+        if let Some(lease) = self.leases.get(keys).filter(|l| l.expires > now) {
+            let holder = Holder::new(Claim::Exclusive, lease.owner.as_str(), lease.token);
+            seen.holders.push(holder.remaining(lease.expires - now));
+        }
+        let mut waiters = 0;
+        let kinds: [(&dyn Inspect, bool); 4] = [
+            (&self.fair, false),
+            (&self.rw, false),
+            (&self.permits, false),
+            (&self.segments, true),
+        ];
+        for (map, segments) in kinds {
+            waiters += map.inspect(keys, now, segments, &mut seen.holders);
+        }
+        seen.waiters = Some(waiters);
+        seen
+    }
+}
+
+/// A map of one kind of lock, inspected by key.
+trait Inspect {
+    fn inspect(
+        &self,
+        keys: &StoredKeys,
+        now: Instant,
+        segments: bool,
+        out: &mut Vec<Holder>,
+    ) -> usize;
+}
+
+impl<E: Entries> Inspect for KeyMap<E> {
+    fn inspect(
+        &self,
+        keys: &StoredKeys,
+        now: Instant,
+        segments: bool,
+        out: &mut Vec<Holder>,
+    ) -> usize {
+        self.get(keys)
+            .map_or(0, |entries| entries.inspect(now, segments, out))
+    }
+}
+
+impl MemoryBackend {
+    pub(super) fn inspect_now(&self, keys: &StoredKeys) -> Inspection {
+        self.lock_state(keys).inspect(keys, Instant::now())
+    }
+
+    pub(super) fn held_keys_now(&self, namespace: &str, pattern: &Pattern) -> Vec<String> {
+        let prefix = format!("{namespace}:{{");
+        let now = Instant::now();
+        let mut held = Vec::new();
+        for shard in 0..SHARDS {
+            let state = self.store.shards.lock(shard);
+            let names = state
+                .leases
+                .iter()
+                .filter(|(_, lease)| lease.expires > now)
+                .map(|(keys, _)| keys)
+                .chain(state.fair.keys())
+                .chain(state.rw.keys())
+                .chain(state.permits.keys())
+                .chain(state.segments.keys());
+            held.extend(
+                names
+                    .filter(|keys| {
+                        keys.lease().starts_with(&prefix) && pattern.matches(keys.user())
+                    })
+                    .map(|keys| keys.user().to_owned())
+                    .take(MAX_LISTED),
+            );
+        }
+        held
+    }
+
+    pub(super) fn force_release_now(&self, keys: &StoredKeys) -> usize {
+        let mut state = self.lock_state(keys);
+        let seen = state.inspect(keys, Instant::now());
+        state.leases.remove(keys);
+        state.fair.remove(keys);
+        state.rw.remove(keys);
+        state.permits.remove(keys);
+        state.segments.remove(keys);
+        state.publish(keys);
+        seen.holders.len() + seen.waiters.unwrap_or(0)
+    }
+}

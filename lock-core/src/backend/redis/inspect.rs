@@ -1,0 +1,150 @@
+//! What Redis holds, for operators: one key's holders and tickets, the
+//! keys held (a `SCAN`, on every master of a cluster) and force-release.
+
+use std::time::Duration;
+
+use redis::Value;
+use redis::aio::ConnectionLike;
+
+use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
+use super::wait::Masters;
+use super::{RedisBackend, once};
+use crate::backend::Claim;
+use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+use crate::token::FencingToken;
+
+/// Keys asked for per `SCAN` step.
+const SCAN_COUNT: usize = 1000;
+
+/// A script call on the key's five kinds of stored names (and `extra`).
+fn on_every_kind<'s>(script: &'s redis::Script, keys: &StoredKeys) -> redis::ScriptInvocation<'s> {
+    let mut call = script.key(keys.lease());
+    call.key(keys.fair())
+        .key(keys.rw())
+        .key(keys.permits())
+        .key(keys.segments());
+    call
+}
+
+fn unexpected(what: &str) -> StoreError {
+    StoreError::new(format!("an unexpected reply to {what}"), false)
+}
+
+/// The kind a holder's tag in inspect.lua's reply names.
+fn kind_of(tag: &str) -> Option<Claim> {
+    let number = || tag[1..].parse().ok();
+    Some(match tag.as_bytes().first()? {
+        b'x' => Claim::Exclusive,
+        b'f' => Claim::Fair,
+        b'r' => Claim::Read,
+        b'w' => Claim::Write,
+        b'p' => Claim::Permit { of: number()? },
+        b's' => Claim::Segment { of: number()? },
+        _ => return None,
+    })
+}
+
+/// Reads inspect.lua's reply.
+fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
+    let mut values = reply.into_iter();
+    let waiters: usize = redis::from_redis_value(values.next()?).ok()?;
+    let mut seen = Inspection::new(keys.user());
+    seen.waiters = Some(waiters);
+    let rest: Vec<Value> = values.collect();
+    for holder in rest.chunks(6) {
+        let [kind, owner, token, remaining, age, segment] = holder else {
+            return None;
+        };
+        let text = |v: &Value| redis::from_redis_value::<String>(v.clone()).ok();
+        let number = |v: &Value| redis::from_redis_value::<i64>(v.clone()).ok();
+        let token: u64 = text(token)?.parse().ok()?;
+        let mut found = Holder::new(
+            kind_of(&text(kind)?)?,
+            text(owner)?,
+            FencingToken::new(token),
+        );
+        if let Ok(ms) = u64::try_from(number(remaining)?) {
+            found = found.remaining(Duration::from_millis(ms));
+        }
+        if let Ok(ms) = u64::try_from(number(age)?) {
+            found = found.age(Duration::from_millis(ms));
+        }
+        if let Ok(segment) = u32::try_from(number(segment)?) {
+            found = found.segment(segment);
+        }
+        seen.holders.push(found);
+    }
+    Some(seen)
+}
+
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(super) async fn inspect_keys(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+        let call = on_every_kind(&INSPECT_SCRIPT, keys);
+        let sent = self.script::<Vec<Value>>(&call).await?;
+        inspection(keys, sent.reply).ok_or_else(|| unexpected("inspect.lua"))
+    }
+
+    pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+        let mut call = on_every_kind(&FORCE_RELEASE_SCRIPT, keys);
+        call.key(keys.fence())
+            .arg(keys.channel())
+            .arg(self.publish.command());
+        let sent = self.script::<usize>(&call).await?;
+        Ok(sent.reply)
+    }
+
+    /// The held keys: a `SCAN` of each master of a cluster, else of the
+    /// server.
+    pub(super) async fn held_keys_in(
+        &self,
+        namespace: &str,
+        pattern: &Pattern,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut held = Vec::new();
+        if let Some(Masters::Slots(slots)) = self.waits.as_ref().map(|w| &w.masters) {
+            for master in slots.masters().await? {
+                let client = slots.client(&master)?;
+                let connection = once(self.timeout, client.get_multiplexed_async_connection());
+                let connection = connection.await?;
+                self.scan(connection, namespace, pattern, &mut held).await?;
+            }
+        } else {
+            self.scan(self.connection.clone(), namespace, pattern, &mut held)
+                .await?;
+        }
+        Ok(held)
+    }
+
+    /// Adds the keys held on `connection`'s server to `held`, until there
+    /// are [`MAX_LISTED`].
+    async fn scan<K: ConnectionLike + Send>(
+        &self,
+        mut connection: K,
+        namespace: &str,
+        pattern: &Pattern,
+        held: &mut Vec<String>,
+    ) -> Result<(), StoreError> {
+        let mut cursor = 0u64;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(format!("{namespace}:{{*"))
+                .arg("COUNT")
+                .arg(SCAN_COUNT);
+            let (next, names): (u64, Vec<String>) =
+                once(self.timeout, scan.query_async(&mut connection)).await?;
+            let found = names.iter().filter_map(|name| user_key_of(name, namespace));
+            held.extend(found.filter(|key| pattern.matches(key)));
+            if next == 0 || held.len() >= MAX_LISTED {
+                return Ok(());
+            }
+            cursor = next;
+        }
+    }
+}

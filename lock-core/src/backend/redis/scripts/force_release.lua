@@ -1,0 +1,44 @@
+-- Removes every holder and ticket of every kind of lock on one key, for an
+-- operator breaking a wedged lock, and wakes the key's waiters. The next
+-- token still passes every removed one.
+--
+-- KEYS[1..5]  as inspect.lua; KEYS[6] the token record (see acquire.lua)
+-- ARGV[1]     the release channel; ARGV[2] `PUBLISH`, or `SPUBLISH` on a
+--             Redis Cluster (see release.lua)
+--
+-- Replies the number of holders and tickets removed.
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local removed, highest = 0, 0
+
+local function seen(token)
+  token = tonumber(token)
+  if token and token > highest then highest = token end
+end
+
+local lease = redis.call('GET', KEYS[1])
+if lease then
+  removed = removed + 1
+  seen(string.match(lease, '^1|[^|]*|(%d+)'))
+end
+for i = 2, 5 do
+  local all = redis.call('HGETALL', KEYS[i])
+  for j = 1, #all, 2 do
+    if all[j] ~= '#' then
+      removed = removed + 1
+      seen(string.match(all[j + 1], '^1|(%d+)|'))
+    end
+  end
+end
+local fence = redis.call('GET', KEYS[6])
+if fence then seen(string.match(fence, '^1|(%d+)')) end
+-- A token ahead of the clock is recorded, as a release does.
+if highest >= now_us then
+  redis.call('SET', KEYS[6], '1|' .. string.format('%.0f', highest), 'PX',
+    math.floor((highest - now_us) / 1000) + 1)
+end
+if removed > 0 then
+  redis.call(ARGV[2], ARGV[1], '1')
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+end
+return removed

@@ -1,0 +1,65 @@
+-- Reads every holder and ticket of every kind of lock on one key, for an
+-- operator. Changes nothing.
+--
+-- KEYS[1]  the lease (see acquire.lua); KEYS[2] the fair queue (see
+--          fair_acquire.lua); KEYS[3] the read-write holders (see
+--          rw_acquire.lua); KEYS[4] the permits, KEYS[5] the segments (see
+--          permit_acquire.lua)
+--
+-- Replies {waiters, then six values per live holder: kind, owner, token,
+-- remaining ms, age ms, segment}. Kind is `x` (exclusive), `f` (fair), `r`,
+-- `w`, `p<permits>` or `s<segments>`; the token is its digits; the age
+-- comes from the token, which is this server's clock in microseconds when
+-- minted (0 for one minted ahead of it); the segment is -1 but for a
+-- striped lock. Values of another format are left out.
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+local out = {0}
+
+local function add(kind, owner, token, remaining, segment)
+  local age = math.floor((now_us - tonumber(token)) / 1000)
+  if age < 0 then age = 0 end
+  for _, v in ipairs({kind, owner, token, remaining, age, segment}) do
+    out[#out + 1] = v
+  end
+end
+
+-- Calls `each(field, token, remaining ms, rest)` for the live entries of a
+-- hash valued `1|<token>|<expiry in ms>|<rest>`.
+local function entries(key, each)
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local token, expiry, rest = string.match(all[i + 1], '^1|(%d+)|(%d+)|?(.*)$')
+    if token and tonumber(expiry) > now then
+      each(all[i], token, tonumber(expiry) - now, rest)
+    end
+  end
+end
+
+local lease = redis.call('GET', KEYS[1])
+if lease then
+  local owner, token = string.match(lease, '^1|([^|]*)|(%d+)')
+  if owner then add('x', owner, token, redis.call('PTTL', KEYS[1]), -1) end
+end
+
+entries(KEYS[2], function(owner, token, remaining)
+  if owner == '#' then return end
+  if token == '0' then out[1] = out[1] + 1 else add('f', owner, token, remaining, -1) end
+end)
+
+entries(KEYS[3], function(owner, token, remaining, rest)
+  if owner == '~' then out[1] = out[1] + 1; return end
+  add(rest == 'w' and 'w' or 'r', owner, token, remaining, -1)
+end)
+
+for i, tag in ipairs({'p', 's'}) do
+  local key = KEYS[3 + i]
+  local number = string.match(redis.call('HGET', key, '#') or '', '^1|(%d+)$') or '0'
+  entries(key, function(owner, token, remaining, segment)
+    if owner == '#' then return end
+    add(tag .. number, owner, token, remaining, tag == 's' and tonumber(segment) or -1)
+  end)
+end
+
+return out

@@ -1,0 +1,78 @@
+//! What a RedLock's masters hold, for operators: a holder is one that a
+//! quorum of masters records; force-release goes to every master.
+
+use std::collections::HashMap;
+
+use super::RedLockBackend;
+use crate::backend::{Backend, Claim, RedisBackend};
+use crate::inspect::{Holder, Inspection, Pattern};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+
+impl RedLockBackend {
+    /// The answers of every master, or the error of too few.
+    fn quorum_of<T>(
+        &self,
+        what: &str,
+        answers: Vec<Result<T, StoreError>>,
+    ) -> Result<Vec<T>, StoreError> {
+        let (oks, failures): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
+        let oks: Vec<T> = oks.into_iter().filter_map(Result::ok).collect();
+        if oks.len() >= self.quorum {
+            return Ok(oks);
+        }
+        let failures = failures.into_iter().filter_map(Result::err).collect();
+        Err(self.no_quorum(what, failures))
+    }
+
+    /// Holders on a quorum of the masters that answered, with the highest
+    /// token, the least time left and the greatest age any of them says.
+    pub(super) async fn inspect_masters<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> Result<Inspection, StoreError> {
+        let inspect = |backend: &'a RedisBackend| backend.inspect(keys);
+        let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
+        let seen = self.quorum_of("the inspection", answers)?;
+        let mut by_owner: HashMap<(Claim, String), (usize, Holder)> = HashMap::new();
+        for holder in seen.iter().flat_map(|s| s.holders.iter()) {
+            let entry = by_owner.entry((holder.kind, holder.owner.clone()));
+            let (count, merged) = entry.or_insert_with(|| (0, holder.clone()));
+            *count += 1;
+            merged.token = merged.token.max(holder.token);
+            merged.remaining = merged.remaining.min(holder.remaining);
+            merged.age = merged.age.max(holder.age);
+        }
+        let mut inspection = Inspection::new(keys.user());
+        inspection.holders = by_owner
+            .into_values()
+            .filter(|(count, _)| *count >= self.quorum)
+            .map(|(_, holder)| holder)
+            .collect();
+        inspection.waiters = seen.iter().filter_map(|s| s.waiters).max();
+        Ok(inspection)
+    }
+
+    /// The keys any master that answers holds.
+    pub(super) async fn held_keys_on_masters<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> Result<Vec<String>, StoreError> {
+        let list = |backend: &'a RedisBackend| backend.held_keys(namespace, pattern);
+        let answers = self.on_masters(&self.masters, self.timeout, list).await;
+        let lists = self.quorum_of("the listing", answers)?;
+        Ok(lists.into_iter().flatten().collect())
+    }
+
+    /// Removes the key's entries on every master; the most any removed.
+    pub(super) async fn force_release_masters<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> Result<usize, StoreError> {
+        let release = |backend: &'a RedisBackend| backend.force_release(keys);
+        let answers = self.on_masters(&self.masters, self.timeout, release).await;
+        let removed = self.quorum_of("the force-release", answers)?;
+        Ok(removed.into_iter().max().unwrap_or(0))
+    }
+}

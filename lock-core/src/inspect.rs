@@ -1,0 +1,216 @@
+//! For operators: what the store holds for a key
+//! ([`Locker::inspect`]), the keys held ([`Locker::held_keys`]) and
+//! breaking a lock ([`Locker::force_release`]).
+
+use std::time::Duration;
+
+use crate::backend::Claim;
+use crate::error::{LockError, Operation};
+use crate::keys::StoredKeys;
+use crate::locker::Locker;
+use crate::token::FencingToken;
+
+/// Most keys [`Locker::held_keys`] returns.
+pub const MAX_LISTED: usize = 10_000;
+
+/// A pattern of user keys: `*` matches any run of characters, `?` one.
+#[derive(Debug, Clone)]
+pub struct Pattern(wildmatch::WildMatch);
+
+impl Pattern {
+    /// The pattern `pattern`.
+    pub fn new(pattern: &str) -> Self {
+        Pattern(wildmatch::WildMatch::new(pattern))
+    }
+
+    /// Whether `key` matches.
+    pub fn matches(&self, key: &str) -> bool {
+        self.0.matches(key)
+    }
+}
+
+/// The user key and kind of a stored name of namespace `namespace`
+/// (`<namespace>:{<escaped key>}:<kind>`), if it names one.
+pub(crate) fn user_key_of(stored: &str, namespace: &str) -> Option<String> {
+    let rest = stored.strip_prefix(namespace)?.strip_prefix(":{")?;
+    let (escaped, kind) = rest.split_once('}')?;
+    let holds = matches!(kind, ":lease" | ":fair" | ":rw" | ":permits" | ":segments");
+    let user = percent_encoding::percent_decode_str(escaped)
+        .decode_utf8()
+        .ok()?;
+    holds.then(|| user.into_owned())
+}
+
+/// What the store holds for one key, every kind of lock on it together.
+///
+/// ```
+/// use lock_core::Locker;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let locker = Locker::builder().label("payments-7f9c").memory()?;
+/// let guard = locker.lock("order:42").await?;
+/// let seen = locker.inspect("order:42").await?;
+/// let holder = &seen.holders[0];
+/// assert_eq!(holder.token, guard.token());
+/// assert_eq!(
+///     holder.process(),
+///     Some(format!("payments-7f9c/pid {}", std::process::id()))
+/// );
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The user key.
+    pub key: String,
+    /// Every live holder, of every kind of lock on the key.
+    pub holders: Vec<Holder>,
+    /// Waiters the store keeps tickets for (fair queues, a waiting
+    /// writer's mark, queued entries on etcd and ZooKeeper); `None` where
+    /// waiters leave nothing in the store.
+    pub waiters: Option<usize>,
+}
+
+impl Inspection {
+    /// Nothing held and no ticket.
+    pub fn new(key: impl Into<String>) -> Self {
+        Inspection {
+            key: key.into(),
+            holders: Vec::new(),
+            waiters: None,
+        }
+    }
+
+    /// Whether anyone holds the key.
+    pub fn is_held(&self) -> bool {
+        !self.holders.is_empty()
+    }
+}
+
+/// One holder of a key, as the store records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The kind of lock held.
+    pub kind: Claim,
+    /// The owner value: one per acquisition (see [`process`](Self::process)).
+    pub owner: String,
+    /// The fencing token of the acquisition.
+    pub token: FencingToken,
+    /// Time left on the lease unless renewed, where the store says.
+    pub remaining: Option<Duration>,
+    /// Time since the lock was granted, where the store says.
+    pub age: Option<Duration>,
+    /// The segment held, for a striped lock.
+    pub segment: Option<u32>,
+}
+
+impl Holder {
+    /// A holder of `kind` by `owner` with `token`.
+    pub fn new(kind: Claim, owner: impl Into<String>, token: FencingToken) -> Self {
+        Holder {
+            kind,
+            owner: owner.into(),
+            token,
+            remaining: None,
+            age: None,
+            segment: None,
+        }
+    }
+
+    /// With the time left on its lease.
+    pub fn remaining(mut self, remaining: Duration) -> Self {
+        self.remaining = Some(remaining);
+        self
+    }
+
+    /// With the time since its grant.
+    pub fn age(mut self, age: Duration) -> Self {
+        self.age = Some(age);
+        self
+    }
+
+    /// With the segment it holds.
+    pub fn segment(mut self, segment: u32) -> Self {
+        self.segment = Some(segment);
+        self
+    }
+
+    /// The process that holds it, `<label>/pid <pid>` (see
+    /// [`LockerBuilder::label`](crate::LockerBuilder::label)); `None` for an
+    /// owner value lock-core did not make.
+    pub fn process(&self) -> Option<String> {
+        crate::owner::process_of(&self.owner)
+    }
+}
+
+impl Locker {
+    /// What the store holds for `key`: each holder of each kind of lock
+    /// on it (owner, process, token, remaining lease, age), and the
+    /// waiters where the store keeps tickets. One read; nothing changes.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn inspect(&self, key: &str) -> Result<Inspection, LockError> {
+        let keys = self.stored_keys(key)?;
+        let backend = &self.inner.backend;
+        backend
+            .inspect(&keys)
+            .await
+            .map_err(|err| LockError::from_store(key, Operation::Inspect, err))
+    }
+
+    /// The keys of this Locker's namespace held now whose user key matches
+    /// `pattern` (`*` any run of characters, `?` one), at most
+    /// [`MAX_LISTED`], in no set order. On Redis this scans the keyspace:
+    /// a tool for operators, not for a request path.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn held_keys(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+        let namespace = self.namespace();
+        let matching = Pattern::new(pattern);
+        let mut keys = self
+            .inner
+            .backend
+            .held_keys(namespace, &matching)
+            .await
+            .map_err(|err| LockError::from_store(pattern, Operation::Inspect, err))?;
+        keys.sort();
+        keys.dedup();
+        keys.truncate(MAX_LISTED);
+        Ok(keys)
+    }
+
+    /// Removes every holder of every kind of lock on `key`, and every
+    /// waiter's ticket, whoever they are: for an operator whose holder is
+    /// wedged but still renewing. Returns how many entries it removed.
+    ///
+    /// Each holder loses its lease: its next renewal finds it gone and its
+    /// guard reports [`LockError::Lost`] through `lost()`. Until then it
+    /// still believes it holds, so the next holder may overlap it: the next
+    /// holder's fencing token is higher, and fenced writes reject the old
+    /// holder's. Logged at `warn` with this Locker's label.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped midway, some entries may be gone and others
+    /// not; call it again.
+    pub async fn force_release(&self, key: &str) -> Result<usize, LockError> {
+        let keys: StoredKeys = self.stored_keys(key)?;
+        let removed = self
+            .inner
+            .backend
+            .force_release(&keys)
+            .await
+            .map_err(|err| LockError::from_store(key, Operation::ForceRelease, err))?;
+        tracing::warn!(
+            key,
+            removed,
+            by = %format_args!("{}/pid {}", self.inner.config.label, std::process::id()),
+            "lock force-released: its holders lose their leases"
+        );
+        Ok(removed)
+    }
+}

@@ -1,0 +1,123 @@
+//! Operators' calls: inspection, the keys held, force-release.
+
+use std::time::Duration;
+
+use lock_core::backend::Claim;
+use lock_core::{Holder, LockError, LockGuard};
+use lock_testkit::TestStore;
+
+use super::SLACK;
+
+/// The one holder `guard` should be in `holders`, checked against it.
+fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: Claim) -> &'h Holder {
+    let found: Vec<&Holder> = holders
+        .iter()
+        .filter(|h| h.token == guard.token())
+        .collect();
+    assert_eq!(found.len(), 1, "{holders:?}");
+    let holder = found[0];
+    assert_eq!(holder.kind, kind, "{holder:?}");
+    let pid = std::process::id();
+    assert_eq!(holder.process(), Some(format!("inspector-a/pid {pid}")));
+    if let Some(remaining) = holder.remaining {
+        assert!(remaining <= guard.ttl() + SLACK, "{holder:?}");
+    }
+    if let Some(age) = holder.age {
+        assert!(age < Duration::from_secs(60), "{holder:?}");
+    }
+    holder
+}
+
+pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store: TestStore) {
+    let (a, _) = store
+        .locker_with(|b| b.label("inspector-a").ttl(Duration::from_secs(3)))
+        .await;
+    let b = store.locker().await;
+
+    // A plain lock, and a waiter behind it where waiters leave tickets.
+    let plain = a.lock("seen:plain").await.unwrap();
+    let seen = a.inspect("seen:plain").await.unwrap();
+    assert_eq!(seen.key, "seen:plain");
+    assert_eq!(seen.holders.len(), 1, "{seen:?}");
+    holder_of(&seen.holders, &plain, Claim::Exclusive);
+    assert!(!b.inspect("seen:nothing").await.unwrap().is_held());
+
+    if store.keeps_the_family() {
+        let fair = a.fair_lock("seen:fair").await.unwrap();
+        let queued = tokio::spawn({
+            let b = b.clone();
+            async move { b.fair_lock("seen:fair").wait(Duration::from_secs(30)).await }
+        });
+        let (r1, r2) = (
+            a.read_lock("seen:rw").await.unwrap(),
+            a.read_lock("seen:rw").await.unwrap(),
+        );
+        let permit = a.semaphore("seen:sem", 3).await.unwrap();
+        let segment = a.striped("seen:striped", 4).await.unwrap();
+
+        // The fair waiter's ticket is in the store once it is queued.
+        let waiting = async {
+            loop {
+                let seen = b.inspect("seen:fair").await.unwrap();
+                if seen.waiters == Some(1) {
+                    return seen;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let seen = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the fair waiter's ticket never showed");
+        assert_eq!(seen.holders.len(), 1, "{seen:?}");
+        holder_of(&seen.holders, &fair, Claim::Fair);
+
+        let seen = b.inspect("seen:rw").await.unwrap();
+        assert_eq!(seen.holders.len(), 2, "{seen:?}");
+        holder_of(&seen.holders, &r1, Claim::Read);
+        holder_of(&seen.holders, &r2, Claim::Read);
+        let seen = b.inspect("seen:sem").await.unwrap();
+        holder_of(&seen.holders, &permit, Claim::Permit { of: 3 });
+        let seen = b.inspect("seen:striped").await.unwrap();
+        let holder = holder_of(&seen.holders, &segment, Claim::Segment { of: 4 });
+        assert_eq!(holder.segment, segment.segment());
+
+        let mut listed = b.held_keys("seen:*").await.unwrap();
+        listed.sort();
+        assert_eq!(
+            listed,
+            [
+                "seen:fair",
+                "seen:plain",
+                "seen:rw",
+                "seen:sem",
+                "seen:striped"
+            ]
+        );
+        assert_eq!(b.held_keys("seen:s*").await.unwrap().len(), 2);
+
+        // Breaking the fair lock hands it to its waiter, with a higher token.
+        assert!(b.force_release("seen:fair").await.unwrap() >= 1);
+        let next = queued.await.unwrap().expect("the waiter gets the lock");
+        assert!(next.token() > fair.token());
+        assert!(matches!(fair.lost().await, LockError::Lost { .. }));
+        next.release().await.unwrap();
+        for guard in [r1, r2, permit, segment] {
+            guard.release().await.unwrap();
+        }
+    } else {
+        assert_eq!(b.held_keys("seen:*").await.unwrap(), ["seen:plain"]);
+    }
+
+    // Breaking the plain lock: the holder is told within a renewal, the
+    // key is free, and the next holder's token is higher.
+    assert_eq!(b.force_release("seen:plain").await.unwrap(), 1);
+    let told = tokio::time::timeout(plain.ttl() / 3 + SLACK * 4, plain.lost()).await;
+    assert!(matches!(told, Ok(LockError::Lost { .. })), "{told:?}");
+    assert!(!b.inspect("seen:plain").await.unwrap().is_held());
+    let next = b.try_lock("seen:plain").await.unwrap().expect("free");
+    assert!(next.token() > plain.token());
+    next.release().await.unwrap();
+    drop(plain);
+    assert_eq!(b.force_release("seen:plain").await.unwrap(), 0);
+    store.assert_nothing_left().await;
+}
