@@ -34,6 +34,8 @@ impl Pattern {
 pub(crate) fn user_key_of(stored: &str, namespace: &str) -> Option<String> {
     let rest = stored.strip_prefix(namespace)?.strip_prefix(":{")?;
     let (escaped, kind) = rest.split_once('}')?;
+    // etcd's entries follow the name: `<name>/<entry>`.
+    let kind = kind.split('/').next()?;
     let holds = matches!(kind, ":lease" | ":fair" | ":rw" | ":permits" | ":segments");
     let user = percent_encoding::percent_decode_str(escaped)
         .decode_utf8()

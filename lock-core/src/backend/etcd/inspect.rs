@@ -1,0 +1,191 @@
+//! What etcd holds, for operators: a key's entries of every kind, read in
+//! one transaction and told apart as the acquire tells them (the first by
+//! create revision hold; readers before the first writer; the first N of N
+//! permits; every stored segment), the keys held, and force-release.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use etcd_client::{DeleteOptions, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
+
+use super::EtcdBackend;
+use super::errors::bounded;
+use crate::backend::Claim;
+use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+use crate::token::FencingToken;
+
+/// Entries read at most to list the held keys (several per key).
+const MAX_LISTED_ENTRIES: i64 = 20 * MAX_LISTED as i64;
+
+/// The prefixes of a key's five kinds of lock, in the order read.
+fn bases(keys: &StoredKeys) -> [String; 5] {
+    [
+        keys.lease().to_owned(),
+        keys.fair(),
+        keys.rw(),
+        keys.permits(),
+        keys.segments(),
+    ]
+    .map(|base| base + "/")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A holder's entry: its kind, owner and entry.
+type Found<'a> = (Claim, String, &'a KeyValue);
+
+/// The holders among `entries` of a queue (sorted by create revision) of
+/// the kind at `base`; adds the others to `waiters`.
+fn holders_of<'a>(
+    kind: usize,
+    base: &str,
+    entries: &'a [KeyValue],
+    waiters: &mut usize,
+) -> Vec<Found<'a>> {
+    let name = |kv: &KeyValue| text(&kv.key()[base.len().min(kv.key().len())..]);
+    let mut held = Vec::new();
+    match kind {
+        // Plain and fair: the first holds.
+        0 | 1 => {
+            let claim = if kind == 0 { Claim::Exclusive } else { Claim::Fair };
+            for (i, kv) in entries.iter().enumerate() {
+                match i {
+                    0 => held.push((claim, name(kv), kv)),
+                    _ => *waiters += 1,
+                }
+            }
+        }
+        // Read-write: the readers before the first writer, or that writer
+        // if it comes first.
+        2 => {
+            let mut writer_seen = false;
+            for (i, kv) in entries.iter().enumerate() {
+                let entry = name(kv);
+                let (tag, owner) = entry.split_once('/').unwrap_or(("", &entry));
+                let writes = tag == "w";
+                let holds = if writes { i == 0 } else { !writer_seen };
+                writer_seen |= writes;
+                if holds {
+                    let claim = if writes { Claim::Write } else { Claim::Read };
+                    held.push((claim, owner.to_owned(), kv));
+                } else {
+                    *waiters += 1;
+                }
+            }
+        }
+        // Permits: the first N, N as their values say.
+        3 => {
+            for kv in entries {
+                let of: u32 = text(kv.value()).parse().unwrap_or(0);
+                if held.len() < of as usize {
+                    held.push((Claim::Permit { of }, name(kv), kv));
+                } else {
+                    *waiters += 1;
+                }
+            }
+        }
+        // Segments: every stored one, valued `<of>|<owner>`.
+        _ => {
+            for kv in entries {
+                let value = text(kv.value());
+                if let Some((of, owner)) = value.split_once('|')
+                    && let Ok(of) = of.parse()
+                {
+                    held.push((Claim::Segment { of }, owner.to_owned(), kv));
+                }
+            }
+        }
+    }
+    held
+}
+
+impl EtcdBackend {
+    pub(super) async fn inspect_keys(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+        let shared = &self.shared;
+        let bases = bases(keys);
+        let sorted = || {
+            GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Ascend)
+        };
+        let reads = bases.iter().map(|base| TxnOp::get(base.as_str(), Some(sorted())));
+        let txn = Txn::new().and_then(reads.collect::<Vec<_>>());
+        let reply = bounded(shared.timeout, false, shared.client.clone().txn(txn)).await?;
+        let mut inspection = Inspection::new(keys.user());
+        let mut waiters = 0;
+        let mut found = Vec::new();
+        for (kind, response) in reply.op_responses().into_iter().enumerate() {
+            let TxnOpResponse::Get(got) = response else {
+                return Err(StoreError::new("etcd answered a read with a write", false));
+            };
+            let held = holders_of(kind, &bases[kind.min(4)], got.kvs(), &mut waiters);
+            found.extend(held.into_iter().map(|(claim, owner, kv)| {
+                let segment = (kind == 4)
+                    .then(|| text(&kv.key()[bases[4].len()..]).parse().ok())
+                    .flatten();
+                (claim, owner, kv.mod_revision(), kv.lease(), segment)
+            }));
+        }
+        // One question per lease: a Locker's holders share theirs.
+        let mut remaining: HashMap<i64, Option<Duration>> = HashMap::new();
+        for &(.., lease, _) in &found {
+            if lease != 0 && !remaining.contains_key(&lease) {
+                let mut client = shared.client.clone();
+                let asked = client.lease_time_to_live(lease, None);
+                let ttl = bounded(shared.timeout, false, asked).await?.ttl();
+                let left = u64::try_from(ttl).ok().map(Duration::from_secs);
+                remaining.insert(lease, left);
+            }
+        }
+        for (claim, owner, token, lease, segment) in found {
+            let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
+            let mut holder = Holder::new(claim, owner, token);
+            if let Some(Some(left)) = remaining.get(&lease) {
+                holder = holder.remaining(*left);
+            }
+            if let Some(segment) = segment {
+                holder = holder.segment(segment);
+            }
+            inspection.holders.push(holder);
+        }
+        inspection.waiters = Some(waiters);
+        Ok(inspection)
+    }
+
+    pub(super) async fn held_keys_in(
+        &self,
+        namespace: &str,
+        pattern: &Pattern,
+    ) -> Result<Vec<String>, StoreError> {
+        let shared = &self.shared;
+        let prefix = format!("{namespace}:{{");
+        let options = GetOptions::new()
+            .with_prefix()
+            .with_keys_only()
+            .with_limit(MAX_LISTED_ENTRIES);
+        let mut client = shared.client.clone();
+        let got = bounded(shared.timeout, false, client.get(prefix, Some(options))).await?;
+        let keys = got.kvs().iter().filter_map(|kv| {
+            let stored = std::str::from_utf8(kv.key()).ok()?;
+            user_key_of(stored, namespace).filter(|key| pattern.matches(key))
+        });
+        Ok(keys.collect())
+    }
+
+    pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+        let shared = &self.shared;
+        let deletes = bases(keys)
+            .map(|base| TxnOp::delete(base, Some(DeleteOptions::new().with_prefix())));
+        let txn = Txn::new().and_then(deletes.to_vec());
+        let reply = bounded(shared.timeout, true, shared.client.clone().txn(txn)).await?;
+        let removed = reply.op_responses().into_iter().map(|response| match response {
+            TxnOpResponse::Delete(deleted) => usize::try_from(deleted.deleted()).unwrap_or(0),
+            _ => 0,
+        });
+        Ok(removed.sum())
+    }
+}
