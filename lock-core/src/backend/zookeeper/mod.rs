@@ -16,6 +16,7 @@
 mod acquire;
 mod connect;
 mod errors;
+mod inspect;
 mod queue;
 mod sessions;
 mod standing;
@@ -32,6 +33,7 @@ use self::sessions::{Session, Sessions};
 use self::standing::Standing;
 use super::entries::{self, Entry, Held};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -282,6 +284,22 @@ impl Backend for ZooKeeperBackend {
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
+    }
+
+    fn inspect<'a>(&'a self, keys: &'a StoredKeys) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspect_keys(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_in(namespace, pattern))
+    }
+
+    fn force_release<'a>(&'a self, keys: &'a StoredKeys) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::new(self.force_release_keys(keys))
     }
 
     fn describe(&self) -> String {
