@@ -122,3 +122,69 @@ fn the_fencing_example_shows_the_lost_update_and_the_fix() {
         "{out}"
     );
 }
+
+/// Runs lockctl with `args`: its exit code, output and error output.
+fn lockctl(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(example("lockctl"))
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("LOCK_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run lockctl");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn lockctl_lists_shows_and_breaks_locks_on_every_store() {
+    let redis = RedisServer::start();
+    let etcd = EtcdServer::start();
+    let zookeeper = ZooKeeperServer::start();
+    let urls = [
+        redis.url(),
+        EtcdServer::url(std::slice::from_ref(&etcd)),
+        ZooKeeperServer::url(std::slice::from_ref(&zookeeper)),
+    ];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for url in &urls {
+        let (locker, guard) = runtime.block_on(async {
+            let locker = lock_core::Locker::builder()
+                .label("billing-3")
+                .ttl(std::time::Duration::from_secs(3))
+                .connect(url)
+                .await
+                .unwrap();
+            let guard = locker.lock("order:7").await.unwrap();
+            (locker, guard)
+        });
+        let (code, out, _) = lockctl(&["--url", url, "list", "order:*"]);
+        assert_eq!((code, out.trim()), (Some(0), "order:7"), "{url}");
+        let (code, out, _) = lockctl(&["--url", url, "show", "order:7"]);
+        assert_eq!(code, Some(0), "{out}");
+        let pid = std::process::id();
+        assert!(
+            out.contains(&format!("exclusive lock held by billing-3/pid {pid}")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("token {}", guard.token())), "{out}");
+        let (code, _, err) = lockctl(&["--url", url, "release", "order:7"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("--force"), "{err}");
+        let (code, out, err) = lockctl(&["--url", url, "release", "order:7", "--force"]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("removed 1 holders"), "{out}");
+        assert!(
+            err.contains("lock force-released"),
+            "the warning is logged: {err}"
+        );
+        runtime.block_on(async {
+            let lost = tokio::time::timeout(std::time::Duration::from_secs(10), guard.lost());
+            assert!(lost.await.is_ok(), "the holder was not told ({url})");
+            drop(guard);
+            assert!(locker.try_lock("order:7").await.unwrap().is_some());
+        });
+    }
+    let (code, _, _) = lockctl(&["show", "order:7"]);
+    assert_eq!(code, Some(2), "no URL is a usage error");
+}

@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use etcd_client::{DeleteOptions, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{
+    DeleteOptions, GetOptions, KeyValue, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse,
+};
 
 use super::EtcdBackend;
 use super::errors::bounded;
@@ -51,7 +53,11 @@ fn holders_of<'a>(
     match kind {
         // Plain and fair: the first holds.
         0 | 1 => {
-            let claim = if kind == 0 { Claim::Exclusive } else { Claim::Fair };
+            let claim = if kind == 0 {
+                Claim::Exclusive
+            } else {
+                Claim::Fair
+            };
             for (i, kv) in entries.iter().enumerate() {
                 match i {
                     0 => held.push((claim, name(kv), kv)),
@@ -112,7 +118,9 @@ impl EtcdBackend {
                 .with_prefix()
                 .with_sort(SortTarget::Create, SortOrder::Ascend)
         };
-        let reads = bases.iter().map(|base| TxnOp::get(base.as_str(), Some(sorted())));
+        let reads = bases
+            .iter()
+            .map(|base| TxnOp::get(base.as_str(), Some(sorted())));
         let txn = Txn::new().and_then(reads.collect::<Vec<_>>());
         let reply = bounded(shared.timeout, false, shared.client.clone().txn(txn)).await?;
         let mut inspection = Inspection::new(keys.user());
@@ -178,14 +186,17 @@ impl EtcdBackend {
 
     pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let shared = &self.shared;
-        let deletes = bases(keys)
-            .map(|base| TxnOp::delete(base, Some(DeleteOptions::new().with_prefix())));
+        let deletes =
+            bases(keys).map(|base| TxnOp::delete(base, Some(DeleteOptions::new().with_prefix())));
         let txn = Txn::new().and_then(deletes.to_vec());
         let reply = bounded(shared.timeout, true, shared.client.clone().txn(txn)).await?;
-        let removed = reply.op_responses().into_iter().map(|response| match response {
-            TxnOpResponse::Delete(deleted) => usize::try_from(deleted.deleted()).unwrap_or(0),
-            _ => 0,
-        });
+        let removed = reply
+            .op_responses()
+            .into_iter()
+            .map(|response| match response {
+                TxnOpResponse::Delete(deleted) => usize::try_from(deleted.deleted()).unwrap_or(0),
+                _ => 0,
+            });
         Ok(removed.sum())
     }
 }

@@ -300,7 +300,10 @@ impl Backend for EtcdBackend {
         StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
     }
 
-    fn inspect<'a>(&'a self, keys: &'a StoredKeys) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
         StoreFuture::new(self.inspect_keys(keys))
     }
 
@@ -312,7 +315,10 @@ impl Backend for EtcdBackend {
         StoreFuture::new(self.held_keys_in(namespace, pattern))
     }
 
-    fn force_release<'a>(&'a self, keys: &'a StoredKeys) -> StoreFuture<'a, Result<usize, StoreError>> {
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
         StoreFuture::new(self.force_release_keys(keys))
     }
 

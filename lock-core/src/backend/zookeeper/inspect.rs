@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use zookeeper_client::Client;
 
+use super::errors::bounded;
 use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend, delete};
-use super::errors::bounded;
 use crate::backend::Claim;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
@@ -66,7 +66,11 @@ fn holding(all: &[String], name: &str, read_as: Claim) -> bool {
             matches!(holds(all, name, Claim::Permit { of }), Ok(Some(true)))
         }
         Claim::Read | Claim::Write => {
-            let as_claim = if child.kind == "w" { Claim::Write } else { Claim::Read };
+            let as_claim = if child.kind == "w" {
+                Claim::Write
+            } else {
+                Claim::Read
+            };
             matches!(holds(all, name, as_claim), Ok(Some(true)))
         }
         other => matches!(holds(all, name, other), Ok(Some(true))),
@@ -109,7 +113,8 @@ impl ZooKeeperBackend {
                 };
                 let token = FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0));
                 let age = u64::try_from(now_ms() - stat.mtime).unwrap_or(0);
-                let mut holder = Holder::new(claim, child.owner, token).age(Duration::from_millis(age));
+                let mut holder =
+                    Holder::new(claim, child.owner, token).age(Duration::from_millis(age));
                 if let Some(segment) = segment {
                     holder = holder.segment(segment);
                 }
@@ -154,7 +159,8 @@ impl ZooKeeperBackend {
         let mut removed = 0;
         for (parent, _) in parents(keys) {
             for name in children(&client, timeout, &parent).await? {
-                removed += usize::from(delete(&client, timeout, &format!("{parent}/{name}")).await?);
+                removed +=
+                    usize::from(delete(&client, timeout, &format!("{parent}/{name}")).await?);
             }
         }
         Ok(removed)
