@@ -156,7 +156,7 @@ impl Locker {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn inspect(&self, key: &str) -> Result<Inspection, LockError> {
-        let keys = self.stored_keys(key)?;
+        let keys = StoredKeys::new(self.namespace(), key)?;
         let backend = &self.inner.backend;
         backend
             .inspect(&keys)
@@ -200,7 +200,7 @@ impl Locker {
     /// Not cancel safe: dropped midway, some entries may be gone and others
     /// not; call it again.
     pub async fn force_release(&self, key: &str) -> Result<usize, LockError> {
-        let keys: StoredKeys = self.stored_keys(key)?;
+        let keys = StoredKeys::new(self.namespace(), key)?;
         let removed = self
             .inner
             .backend
