@@ -59,9 +59,9 @@ pub use fence_check::{FenceCheck, FenceCheckLayer, NewestTokens, Stale};
 pub use lock::{LockLayer, LockService, OnLost};
 pub use lock_core::FencingToken;
 pub use propagate::{
-    FENCING_TOKEN_HEADER, InvalidFencingToken, LockKey, PropagateFencingToken,
+    FENCING_TOKEN_HEADER, InvalidFencingToken, LockKey, NamedResource, PropagateFencingToken,
     PropagateFencingTokenLayer, PropagateSignedFencingToken, PropagateSignedFencingTokenLayer,
-    fencing_token,
+    SignFor, fencing_token,
 };
 pub use rejection::{DefaultRejection, Protocol, Reject, Rejection};
 pub use signing::{

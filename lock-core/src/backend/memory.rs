@@ -1,12 +1,12 @@
 //! The embedded in-process backend: the same lease, token and release
 //! semantics as Redis, for single-process apps, demos and tests of user code.
 
-use std::sync::{Arc, MutexGuard, Weak};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
+use self::channels::Channel;
 use self::entries::Released;
 use self::fair::FairQueue;
 use self::permits::Permits;
@@ -19,6 +19,7 @@ use crate::sharded::Sharded;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
+mod channels;
 mod entries;
 mod fair;
 mod inspect;
@@ -127,12 +128,6 @@ impl HeldBy {
             HeldBy::Heap(heap) => &**heap == owner,
         }
     }
-}
-
-#[derive(Debug)]
-struct Channel {
-    releases: watch::Sender<u64>,
-    subscribers: usize,
 }
 
 /// Sweep expired leases after this many acquire attempts.
@@ -289,26 +284,6 @@ impl MemoryBackend {
         }
         had
     }
-
-    fn subscribe_now(&self, keys: &StoredKeys) -> Result<ReleaseSignal, StoreError> {
-        let shard = self.store.shards.shard_of(keys);
-        let mut state = self.store.shards.lock(shard);
-        let channel = state
-            .channels
-            .entry(keys.clone())
-            .or_insert_with(|| Channel {
-                releases: watch::channel(0).0,
-                subscribers: 0,
-            });
-        channel.subscribers += 1;
-        let releases = channel.releases.subscribe();
-        let registration = Registration {
-            store: Arc::downgrade(&self.store),
-            shard,
-            keys: keys.clone(),
-        };
-        Ok(ReleaseSignal::new(releases, registration))
-    }
 }
 
 impl Backend for MemoryBackend {
@@ -393,27 +368,5 @@ impl Backend for MemoryBackend {
 
     fn describe(&self) -> String {
         "memory".to_owned()
-    }
-}
-
-/// Removes a channel when its last subscriber goes.
-struct Registration {
-    store: Weak<Store>,
-    shard: usize,
-    keys: StoredKeys,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let Some(store) = self.store.upgrade() else {
-            return;
-        };
-        let mut state = store.shards.lock(self.shard);
-        if let Some(ch) = state.channels.get_mut(&self.keys) {
-            ch.subscribers -= 1;
-            if ch.subscribers == 0 {
-                state.channels.remove(&self.keys);
-            }
-        }
     }
 }

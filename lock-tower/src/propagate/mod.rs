@@ -14,7 +14,9 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use lock_core::FencingToken;
 use tower::{Layer, Service};
 
-pub use self::signed::{LockKey, PropagateSignedFencingToken, PropagateSignedFencingTokenLayer};
+pub use self::signed::{
+    LockKey, NamedResource, PropagateSignedFencingToken, PropagateSignedFencingTokenLayer, SignFor,
+};
 use crate::SigningKey;
 
 /// The header that carries a fencing token between services.

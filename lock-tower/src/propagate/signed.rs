@@ -13,30 +13,52 @@ use super::{FENCING_TOKEN_HEADER, outgoing_token};
 use crate::extract::{Key, KeyExtractor};
 use crate::signing::{FENCING_SIGNATURE_HEADER, SigningKey};
 
-/// Names the resource of a signed token as the key of the lock it was
-/// minted for: the request's [`Lease`] extension, else the current task's
-/// ([`Lease::current`]). The default resource of
+/// What an outgoing request's signature is for: a resource, and the token
+/// signed for it (`None`: the request goes out unsigned).
+pub trait SignFor<B>: Clone + Send + Sync + 'static {
+    /// The resource and token of `request`.
+    fn resource_and_token(&self, request: &Request<B>) -> Option<(String, FencingToken)>;
+}
+
+/// Signs the token of the lock the request is sent under for that lock's
+/// key: the request's [`Lease`] extension, else the current task's
+/// ([`Lease::current`]). The default of
 /// [`PropagateFencingTokenLayer::signed`](super::PropagateFencingTokenLayer::signed).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LockKey;
 
-impl<B> KeyExtractor<B> for LockKey {
-    fn extract(&self, request: &Request<B>) -> Key {
+impl<B> SignFor<B> for LockKey {
+    fn resource_and_token(&self, request: &Request<B>) -> Option<(String, FencingToken)> {
         let lease = request.extensions().get::<Lease>().cloned();
-        match lease.or_else(Lease::current) {
-            Some(lease) => Key::Lock(lease.key().to_owned()),
-            None => Key::Pass,
+        lease
+            .or_else(Lease::current)
+            .map(|lease| (lease.key().to_owned(), lease.token()))
+    }
+}
+
+/// Signs the request's token (its extension, else the current task's) for
+/// the resource an extractor names in the outgoing request; made by
+/// [`PropagateSignedFencingTokenLayer::resource`].
+#[derive(Debug, Clone)]
+pub struct NamedResource<K>(K);
+
+impl<B, K: KeyExtractor<B>> SignFor<B> for NamedResource<K> {
+    fn resource_and_token(&self, request: &Request<B>) -> Option<(String, FencingToken)> {
+        match self.0.extract(request) {
+            Key::Lock(resource) => outgoing_token(request).map(|token| (resource, token)),
+            _ => None,
         }
     }
 }
 
 /// Adds the `fencing-token` header and its `fencing-token-signature`: an
-/// HMAC-SHA256 of the token and the resource `K` names, under a
-/// [`SigningKey`]. Made by
+/// HMAC-SHA256 of the token and its resource (what `S` says: by default
+/// the key of the lock held), under a [`SigningKey`]. Made by
 /// [`PropagateFencingTokenLayer::signed`](super::PropagateFencingTokenLayer::signed).
 ///
-/// A request with no token, or whose resource `K` does not name, goes out
-/// unchanged; headers already set are kept.
+/// A request with nothing to sign goes out unchanged, as does one whose
+/// `fencing-token` header is already set (a downstream `verify` refuses it
+/// then).
 ///
 /// ```
 /// use lock_tower::{KeyFrom, PropagateFencingTokenLayer, SigningKey};
@@ -55,76 +77,75 @@ impl<B> KeyExtractor<B> for LockKey {
 /// # }
 /// ```
 #[derive(Debug, Clone)]
-pub struct PropagateSignedFencingTokenLayer<K = LockKey> {
+pub struct PropagateSignedFencingTokenLayer<S = LockKey> {
     key: SigningKey,
-    resource: K,
+    sign_for: S,
 }
 
 impl PropagateSignedFencingTokenLayer {
     pub(super) fn new(key: SigningKey) -> Self {
         PropagateSignedFencingTokenLayer {
             key,
-            resource: LockKey,
+            sign_for: LockKey,
         }
     }
 }
 
-impl<K> PropagateSignedFencingTokenLayer<K> {
-    /// Signs for the resource `extractor` names in the outgoing request
-    /// (the same the downstream's `FenceCheckLayer` uses), instead of the
-    /// lock's key.
-    pub fn resource<R>(self, extractor: R) -> PropagateSignedFencingTokenLayer<R> {
+impl<S> PropagateSignedFencingTokenLayer<S> {
+    /// Signs the request's token for the resource `extractor` names in the
+    /// outgoing request (the one the downstream's `FenceCheckLayer` checks),
+    /// instead of the lock's key. Whatever resource the request names gets
+    /// the token signed: name only resources that lock guards.
+    pub fn resource<K>(self, extractor: K) -> PropagateSignedFencingTokenLayer<NamedResource<K>> {
         PropagateSignedFencingTokenLayer {
             key: self.key,
-            resource: extractor,
+            sign_for: NamedResource(extractor),
         }
     }
 }
 
-impl<S, K: Clone> Layer<S> for PropagateSignedFencingTokenLayer<K> {
-    type Service = PropagateSignedFencingToken<S, K>;
+impl<I, S: Clone> Layer<I> for PropagateSignedFencingTokenLayer<S> {
+    type Service = PropagateSignedFencingToken<I, S>;
 
-    fn layer(&self, inner: S) -> Self::Service {
+    fn layer(&self, inner: I) -> Self::Service {
         PropagateSignedFencingToken {
             inner,
             key: self.key.clone(),
-            resource: self.resource.clone(),
+            sign_for: self.sign_for.clone(),
         }
     }
 }
 
 /// The service of [`PropagateSignedFencingTokenLayer`].
 #[derive(Debug, Clone)]
-pub struct PropagateSignedFencingToken<S, K> {
-    inner: S,
+pub struct PropagateSignedFencingToken<I, S> {
+    inner: I,
     key: SigningKey,
-    resource: K,
+    sign_for: S,
 }
 
-impl<S, K, B> Service<Request<B>> for PropagateSignedFencingToken<S, K>
+impl<I, S, B> Service<Request<B>> for PropagateSignedFencingToken<I, S>
 where
-    S: Service<Request<B>>,
-    K: KeyExtractor<B>,
+    I: Service<Request<B>>,
+    S: SignFor<B>,
 {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
+    type Response = I::Response;
+    type Error = I::Error;
+    type Future = I::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        if let (Some(token), Key::Lock(resource)) =
-            (outgoing_token(&request), self.resource.extract(&request))
-        {
+        if let Some((resource, token)) = self.sign_for.resource_and_token(&request) {
             self.add(&mut request, &resource, token);
         }
         self.inner.call(request)
     }
 }
 
-impl<S, K> PropagateSignedFencingToken<S, K> {
+impl<I, S> PropagateSignedFencingToken<I, S> {
     fn add<B>(&self, request: &mut Request<B>, resource: &str, token: FencingToken) {
         let headers = request.headers_mut();
         if headers.contains_key(FENCING_TOKEN_HEADER) {

@@ -283,3 +283,34 @@ fn the_newest_token_table_stays_bounded_and_never_lets_a_stale_token_pass() {
     );
     assert!(counter("lock_fence_below_floor_total") > 0, "{counters:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_key_is_signed_with_its_own_leases_token() {
+    let signing = key("k1", 1);
+    let check = FenceCheckLayer::new(KeyFrom::path("/orders/{id}", "order:<id>"))
+        .verify([signing.clone()])
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/orders/{id}",
+            put(|token: FencingToken| async move { token.to_string() }),
+        )
+        .layer(check);
+    let url = format!("http://{}/orders/1", serve(app).await);
+    let locker = Locker::memory();
+    let guard = locker.lock("order:1").await.unwrap();
+    let mut client = ServiceBuilder::new()
+        .layer(PropagateFencingTokenLayer::signed(signing))
+        .service(Client::builder(TokioExecutor::new()).build_http());
+    let mut request = Request::put(url).body(Empty::<Bytes>::new()).unwrap();
+    // A stray token of another lock beside the lease: the lease's is signed.
+    request.extensions_mut().insert(guard.lease());
+    request
+        .extensions_mut()
+        .insert(FencingToken::new(guard.token().get() + 1_000));
+    let response = client.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, guard.token().to_string().as_bytes());
+    guard.release().await.unwrap();
+}

@@ -2,6 +2,10 @@
 //! one transaction and told apart as the acquire tells them (the first by
 //! create revision hold; readers before the first writer; the first N of N
 //! permits; every stored segment), the keys held, and force-release.
+//!
+//! An entry that has just come first is shown as a holder before its
+//! waiter asks again; its token is then the revision of its last write,
+//! below the one its grant will write.
 
 use std::collections::HashMap;
 use std::time::Duration;

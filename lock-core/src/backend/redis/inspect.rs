@@ -1,6 +1,7 @@
 //! What Redis holds, for operators: one key's holders and tickets, the
 //! keys held (a `SCAN`, on every master of a cluster) and force-release.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use redis::Value;
@@ -99,13 +100,13 @@ where
     }
 
     /// The held keys: a `SCAN` of each master of a cluster, else of the
-    /// server.
+    /// server (one node of a cluster connection given to `with_connection`).
     pub(super) async fn held_keys_in(
         &self,
         namespace: &str,
         pattern: &Pattern,
     ) -> Result<Vec<String>, StoreError> {
-        let mut held = Vec::new();
+        let mut held = HashSet::new();
         if let Some(Masters::Slots(slots)) = self.waits.as_ref().map(|w| &w.masters) {
             for master in slots.masters().await? {
                 let client = slots.client(&master)?;
@@ -117,7 +118,7 @@ where
             self.scan(self.connection.clone(), namespace, pattern, &mut held)
                 .await?;
         }
-        Ok(held)
+        Ok(held.into_iter().collect())
     }
 
     /// Adds the keys held on `connection`'s server to `held`, until there
@@ -127,7 +128,7 @@ where
         mut connection: K,
         namespace: &str,
         pattern: &Pattern,
-        held: &mut Vec<String>,
+        held: &mut HashSet<String>,
     ) -> Result<(), StoreError> {
         let mut cursor = 0u64;
         loop {

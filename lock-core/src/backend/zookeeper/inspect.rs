@@ -107,10 +107,15 @@ impl ZooKeeperBackend {
                 let Some((claim, segment)) = kind_of(&child, read_as) else {
                     continue;
                 };
-                // The token is the zxid of the grant's write (see turn.rs).
+                // The token is the zxid of the grant's write (see turn.rs):
+                // a node first in line but not written yet waits for it.
                 let Some(stat) = bounded(timeout, false, client.check_stat(&path)).await? else {
                     continue;
                 };
+                if stat.mzxid == stat.czxid {
+                    waiters += 1;
+                    continue;
+                }
                 let token = FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0));
                 let age = u64::try_from(now_ms() - stat.mtime).unwrap_or(0);
                 let mut holder =

@@ -43,7 +43,9 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
     assert!(!b.inspect("seen:nothing").await.unwrap().is_held());
 
     if store.keeps_the_family() {
-        let fair = a.fair_lock("seen:fair").await.unwrap();
+        // A 30 s lease ahead: its waiter asks again on its own only after 15 s.
+        let (a_long, _) = store.locker_with(|b| b.label("inspector-a")).await;
+        let fair = a_long.fair_lock("seen:fair").await.unwrap();
         let queued = tokio::spawn({
             let b = b.clone();
             async move { b.fair_lock("seen:fair").wait(Duration::from_secs(30)).await }
@@ -95,9 +97,13 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         );
         assert_eq!(b.held_keys("seen:s*").await.unwrap().len(), 2);
 
-        // Breaking the fair lock hands it to its waiter, with a higher token.
+        // Breaking the fair lock wakes its waiter (well before it would ask
+        // again on its own, at half its 30 s ticket), which gets the lock
+        // with a higher token.
         assert!(b.force_release("seen:fair").await.unwrap() >= 1);
-        let next = queued.await.unwrap().expect("the waiter gets the lock");
+        let woken = tokio::time::timeout(Duration::from_secs(5), queued).await;
+        let next = woken.expect("the waiter was not woken").unwrap();
+        let next = next.expect("the waiter gets the lock");
         assert!(next.token() > fair.token());
         assert!(matches!(fair.lost().await, LockError::Lost { .. }));
         next.release().await.unwrap();

@@ -61,7 +61,7 @@ impl Shard {
     }
 
     /// Subscribes to `channel` on its slot's node: the channel's receiver
-    /// and the id of its entry.
+    /// and the waiter's registration.
     pub(super) async fn subscribe(
         &self,
         hub: &Arc<HubInner>,

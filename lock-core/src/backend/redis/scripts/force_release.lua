@@ -1,6 +1,8 @@
 -- Removes every holder and ticket of every kind of lock on one key, for an
--- operator breaking a wedged lock, and wakes the key's waiters. The next
--- token still passes every removed one.
+-- operator breaking a wedged lock, and wakes the key's waiters: those on the
+-- key's channel, and those with a ticket on their own (a fair queue's
+-- waiters, a waiting writer: `<channel>:<owner>`). The next token still
+-- passes every removed one.
 --
 -- KEYS[1..5]  as inspect.lua; KEYS[6] the token record (see acquire.lua)
 -- ARGV[1]     the release channel; ARGV[2] `PUBLISH`, or `SPUBLISH` on a
@@ -9,7 +11,7 @@
 -- Replies the number of holders and tickets removed.
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local removed, highest = 0, 0
+local removed, highest, ticketed = 0, 0, {}
 
 local function seen(token)
   token = tonumber(token)
@@ -24,9 +26,15 @@ end
 for i = 2, 5 do
   local all = redis.call('HGETALL', KEYS[i])
   for j = 1, #all, 2 do
-    if all[j] ~= '#' then
+    local field, value = all[j], all[j + 1]
+    if field ~= '#' then
       removed = removed + 1
-      seen(string.match(all[j + 1], '^1|(%d+)|'))
+      local token = string.match(value, '^1|(%d+)|')
+      seen(token)
+      if i == 2 and token == '0' then ticketed[#ticketed + 1] = field end
+      if i == 3 and field == '~' then
+        ticketed[#ticketed + 1] = string.match(value, '^1|%d+|%d+|(.*)$')
+      end
     end
   end
 end
@@ -39,6 +47,7 @@ if highest >= now_us then
 end
 if removed > 0 then
   redis.call(ARGV[2], ARGV[1], '1')
+  for _, owner in ipairs(ticketed) do redis.call(ARGV[2], ARGV[1] .. ':' .. owner, '1') end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 return removed

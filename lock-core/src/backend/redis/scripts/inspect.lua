@@ -20,9 +20,9 @@ local out = {0}
 local function add(kind, owner, token, remaining, segment)
   local age = math.floor((now_us - tonumber(token)) / 1000)
   if age < 0 then age = 0 end
-  for _, v in ipairs({kind, owner, token, remaining, age, segment}) do
-    out[#out + 1] = v
-  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = kind, owner, token
+  out[n + 4], out[n + 5], out[n + 6] = remaining, age, segment or -1
 end
 
 -- Calls `each(field, token, remaining ms, rest)` for the live entries of a
