@@ -84,6 +84,10 @@
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the head contends at the store.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].
+//! - Operators: [`Locker::inspect`] (who holds a key, with which token,
+//!   since when, how many wait), [`Locker::held_keys`] and
+//!   [`Locker::force_release`]; owner values carry the Locker's
+//!   [`label`](LockerBuilder::label).
 //! - Observability: `tracing` events for acquire, renew, lost and release
 //!   with the key and token as fields; with feature `metrics`, counters and a
 //!   wait-time histogram through the `metrics` facade.

@@ -232,10 +232,7 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a StoredKeys,
     ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
         let _ = keys;
-        StoreFuture::ready(Err(StoreError::permanent(format!(
-            "{} cannot be inspected",
-            self.describe()
-        ))))
+        cannot(self, "be inspected")
     }
 
     /// The user keys of namespace `namespace` that match `pattern` and
@@ -248,10 +245,7 @@ pub trait Backend: Send + Sync + 'static {
         pattern: &'a Pattern,
     ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
         let _ = (namespace, pattern);
-        StoreFuture::ready(Err(StoreError::permanent(format!(
-            "{} cannot list its locks",
-            self.describe()
-        ))))
+        cannot(self, "list its locks")
     }
 
     /// Removes every holder and ticket of every kind of lock on `keys`,
@@ -262,10 +256,7 @@ pub trait Backend: Send + Sync + 'static {
         keys: &'a StoredKeys,
     ) -> StoreFuture<'a, Result<usize, StoreError>> {
         let _ = keys;
-        StoreFuture::ready(Err(StoreError::permanent(format!(
-            "{} cannot force-release a lock",
-            self.describe()
-        ))))
+        cannot(self, "force-release a lock")
     }
 
     /// Whether every [`StoreFuture`] this backend returns is already
@@ -277,4 +268,14 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A short description for logs (`redis 127.0.0.1:6379`, `memory`).
     fn describe(&self) -> String;
+}
+
+/// The refusal of an operator's call by a store without it: `<store> cannot
+/// <what>`.
+fn cannot<'a, T>(
+    store: &(impl Backend + ?Sized),
+    what: &str,
+) -> StoreFuture<'a, Result<T, StoreError>> {
+    let message = format!("{} cannot {what}", store.describe());
+    StoreFuture::ready(Err(StoreError::permanent(message)))
 }
