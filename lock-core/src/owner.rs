@@ -96,23 +96,26 @@ pub(crate) fn check_label(label: &str) -> bool {
 }
 
 /// The host name, as a label: its plain characters, at most
-/// [`MAX_LABEL_LEN`]; `host` if none is known.
+/// [`MAX_LABEL_LEN`]; `host` if none is known. Read once per process.
 pub(crate) fn default_label() -> String {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_default();
-    let label: String = name
-        .trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        .take(MAX_LABEL_LEN)
-        .collect();
-    if label.is_empty() {
-        "host".to_owned()
-    } else {
-        label
-    }
+    static LABEL: LazyLock<String> = LazyLock::new(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
+        let label: String = name
+            .trim()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .take(MAX_LABEL_LEN)
+            .collect();
+        if label.is_empty() {
+            "host".to_owned()
+        } else {
+            label
+        }
+    });
+    LABEL.clone()
 }
 
 /// Who an owner value belongs to, for people: `<label>/pid <pid>`; `None`
