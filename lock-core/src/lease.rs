@@ -160,14 +160,15 @@ impl LeaseState {
         self.status() == Status::Held && Instant::now() < self.deadline()
     }
 
-    /// Records the loss once, tells every `lost()` waiter, and frees the
-    /// process-local turn (another task may now contend at the store).
+    /// Records the loss once, frees the process-local turn (another task
+    /// may now contend at the store), and tells every `lost()` waiter.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(Status::Lost(reason)) {
+            // The turn first: whoever hears of the loss finds the line free.
+            self.pass_turn();
             self.loss.notify_waiters();
             tracing::warn!(key = %self.keys.user(), token = %self.token, %reason, "lock lease lost");
             crate::telemetry::lost(reason);
-            self.pass_turn();
         }
     }
 
