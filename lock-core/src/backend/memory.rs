@@ -146,15 +146,7 @@ impl MemoryBackend {
     /// anything was there.
     #[cfg(feature = "test-util")]
     pub fn evict(&self, keys: &StoredKeys) -> bool {
-        let mut state = self.lock_state(keys);
-        let kinds = [
-            state.leases.remove(keys).is_some(),
-            state.fair.remove(keys).is_some(),
-            state.rw.remove(keys).is_some(),
-            state.permits.remove(keys).is_some(),
-            state.segments.remove(keys).is_some(),
-        ];
-        kinds.contains(&true)
+        self.lock_state(keys).remove_every_kind(keys)
     }
 
     fn lock_state(&self, keys: &StoredKeys) -> MutexGuard<'_, State> {

@@ -16,6 +16,7 @@ use etcd_client::{
 
 use super::EtcdBackend;
 use super::errors::bounded;
+use super::queue::Names;
 use crate::backend::Claim;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
@@ -27,14 +28,14 @@ const MAX_LISTED_ENTRIES: i64 = 20 * MAX_LISTED as i64;
 
 /// The prefixes of a key's five kinds of lock, in the order read.
 fn bases(keys: &StoredKeys) -> [String; 5] {
-    [
-        keys.lease().to_owned(),
-        keys.fair(),
-        keys.rw(),
-        keys.permits(),
-        keys.segments(),
-    ]
-    .map(|base| base + "/")
+    let kinds = [
+        Claim::Exclusive,
+        Claim::Fair,
+        Claim::Read,
+        Claim::Permit { of: 1 },
+        Claim::Segment { of: 1 },
+    ];
+    kinds.map(|claim| Names::of(keys, claim, "").base)
 }
 
 fn text(bytes: &[u8]) -> String {

@@ -11,6 +11,18 @@ use crate::keys::{KeyMap, StoredKeys};
 use crate::sharded::SHARDS;
 
 impl State {
+    /// Removes every kind of lock on `keys`; whether anything was there.
+    pub(super) fn remove_every_kind(&mut self, keys: &StoredKeys) -> bool {
+        let kinds = [
+            self.leases.remove(keys).is_some(),
+            self.fair.remove(keys).is_some(),
+            self.rw.remove(keys).is_some(),
+            self.permits.remove(keys).is_some(),
+            self.segments.remove(keys).is_some(),
+        ];
+        kinds.contains(&true)
+    }
+
     /// The live holders and tickets of every kind of lock on `keys`.
     fn inspect(&self, keys: &StoredKeys, now: Instant) -> Inspection {
         let mut seen = Inspection::new(keys.user());
@@ -92,11 +104,7 @@ impl MemoryBackend {
     pub(super) fn force_release_now(&self, keys: &StoredKeys) -> usize {
         let mut state = self.lock_state(keys);
         let seen = state.inspect(keys, Instant::now());
-        state.leases.remove(keys);
-        state.fair.remove(keys);
-        state.rw.remove(keys);
-        state.permits.remove(keys);
-        state.segments.remove(keys);
+        state.remove_every_kind(keys);
         state.publish(keys);
         seen.holders.len() + seen.waiters.unwrap_or(0)
     }
