@@ -7,7 +7,7 @@
 //!     let key = format!("order:{}", &id);
 //!     let locker = lock_core::__private::given(&(self.locker));   // or installed(&key)
 //!     let options = lock_core::__private::Options { ttl: .., wait: .., watchdog: .., on_lost: .. };
-//!     match lock_core::__private::run(locker, key, options, async move { <body> }).await {
+//!     match lock_core::__private::run(locker, key, options, async move { <body's statements> }).await {
 //!         Ok(output) => output,
 //!         Err(error) => lock_core::__private::lock_failed::<Result<R, E>>(error),
 //!     }
@@ -235,12 +235,20 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
-    let body = &func.block;
-    let attrs = &func.attrs;
+    // The body's statements go straight into the async block: the block
+    // itself there would be a braced tail expression, which rustc's
+    // `unused_braces` reports against the user's code for a one-expression
+    // body (tracing-attributes and tokio-macros splice in the same way).
+    let body = &func.block.stmts;
+    let (inner_attrs, attrs): (Vec<_>, Vec<_>) = func
+        .attrs
+        .iter()
+        .partition(|attr| matches!(attr.style, syn::AttrStyle::Inner(_)));
     let vis = &func.vis;
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
+            #(#inner_attrs)*
             let #key = #key_value;
             let #locker = #locker_expr;
             let __lock_options = #krate::__private::Options {
@@ -258,7 +266,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                     let __lock_ret: #ret_ty = loop {};
                     return __lock_ret;
                 }
-                #body
+                #(#body)*
             })
             .await
             {
