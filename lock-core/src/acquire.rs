@@ -262,6 +262,9 @@ impl Acquisition {
                     undo.in_doubt = queued;
                     outage = None;
                     if Instant::now() >= deadline {
+                        if queued {
+                            undo.withdraw().await;
+                        }
                         return Err(self.timeout_error(started, remaining));
                     }
                     // Boxed like the local line: only a held lock gets here.

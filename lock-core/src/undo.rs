@@ -75,6 +75,26 @@ impl<'a> UndoOnDrop<'a> {
     }
 }
 
+impl UndoOnDrop<'_> {
+    /// Withdraws the ticket of an acquire that gives up, before it returns:
+    /// whoever asks next must not find it still standing ahead of them. A
+    /// failed release (or a dropped future) falls back to [`fire`](Self::fire).
+    pub(crate) async fn withdraw(&mut self) {
+        let Some(owner) = self.owner.as_ref() else {
+            return;
+        };
+        let acquisition = self.acquisition;
+        let backend = &acquisition.locker.inner.backend;
+        let released = backend
+            .release(&acquisition.keys, acquisition.claim, owner.as_str())
+            .await;
+        match released {
+            Ok(_) => (self.sending, self.in_doubt) = (false, false),
+            Err(_) => self.fire(),
+        }
+    }
+}
+
 impl Drop for UndoOnDrop<'_> {
     fn drop(&mut self) {
         if self.sending || self.in_doubt {

@@ -322,7 +322,7 @@ pub async fn etcd_keys(member: &EtcdServer) -> Vec<String> {
 pub struct Counting {
     inner: Arc<dyn Backend>,
     acquires: Arc<tokio::sync::watch::Sender<u64>>,
-    renewals: Arc<AtomicU64>,
+    renewals: Arc<tokio::sync::watch::Sender<u64>>,
     releases: Arc<AtomicU64>,
 }
 
@@ -331,7 +331,7 @@ impl Counting {
         Counting {
             inner,
             acquires: Arc::new(tokio::sync::watch::channel(0).0),
-            renewals: Arc::default(),
+            renewals: Arc::new(tokio::sync::watch::channel(0).0),
             releases: Arc::default(),
         }
     }
@@ -352,10 +352,19 @@ impl Counting {
 
     /// Renewals so far.
     pub fn renewals(&self) -> u64 {
-        self.renewals.load(Ordering::SeqCst)
+        *self.renewals.borrow()
     }
 
-    /// Releases so far.
+    /// Waits until at least `n` renewals have been sent (a watch channel,
+    /// like [`acquires_reach`](Self::acquires_reach)).
+    pub async fn renewals_reach(&self, n: u64) {
+        let mut seen = self.renewals.subscribe();
+        seen.wait_for(|&count| count >= n)
+            .await
+            .expect("counter alive");
+    }
+
+    /// Releases answered so far.
     pub fn releases(&self) -> u64 {
         self.releases.load(Ordering::SeqCst)
     }
@@ -397,7 +406,7 @@ impl Backend for Counting {
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.renewals.send_modify(|n| *n += 1);
         self.inner.renew(keys, claim, owner, ttl)
     }
 
@@ -407,8 +416,21 @@ impl Backend for Counting {
         claim: Claim,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(keys, claim, owner)
+        // Counted once answered, like attempts: a release counted before an
+        // error came back was made before it, not left to the background.
+        let release = match self.inner.release(keys, claim, owner).into_ready() {
+            Ok(outcome) => {
+                self.releases.fetch_add(1, Ordering::SeqCst);
+                return StoreFuture::ready(outcome);
+            }
+            Err(release) => release,
+        };
+        let releases = Arc::clone(&self.releases);
+        StoreFuture::new(async move {
+            let outcome = release.await;
+            releases.fetch_add(1, Ordering::SeqCst);
+            outcome
+        })
     }
 
     fn subscribe<'a>(

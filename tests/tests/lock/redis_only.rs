@@ -448,7 +448,16 @@ async fn a_thousand_waiters_cost_few_commands() {
             guard.release().await.unwrap();
         }));
     }
-    tokio::task::yield_now().await;
+    // The herd is in line behind the holder before it leaves (no event
+    // for a local line: polled).
+    let lined_up = async {
+        while locker.local_waiters("herd") < WAITERS as usize {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), lined_up)
+        .await
+        .expect("the waiters did not line up");
     first.release().await.unwrap();
     for task in tasks {
         task.await.unwrap();

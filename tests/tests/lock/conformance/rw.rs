@@ -79,8 +79,10 @@ pub async fn a_waiting_writer_is_not_starved(store: TestStore) {
     // once the one holding leaves.
     let stop = Arc::new(AtomicBool::new(false));
     let mut stream = Vec::new();
+    let mut refused = Vec::new();
     for _ in 0..4 {
-        let (locker, stop) = (store.locker().await, Arc::clone(&stop));
+        let ((locker, counts), stop) = (store.locker_with(|l| l).await, Arc::clone(&stop));
+        refused.push(counts);
         stream.push(tokio::spawn(async move {
             while !stop.load(Ordering::SeqCst) {
                 if let Ok(reader) = locker.read_lock("feed").wait(Duration::from_secs(10)).await {
@@ -90,7 +92,11 @@ pub async fn a_waiting_writer_is_not_starved(store: TestStore) {
             }
         }));
     }
-    tokio::time::sleep(HOLD).await;
+    // Every reader of the stream was refused once: they queue behind the
+    // writer before the first reader leaves.
+    for counts in &refused {
+        counts.acquires_reach(1).await;
+    }
     first.release().await.unwrap();
     let (writer, took) = tokio::time::timeout(Duration::from_secs(10), writing)
         .await
