@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The store is `--url` (any `Locker::connect` URL: `redis://`,
-//! `rediss://`, `redis+sentinel://`, `redis+cluster://`, `etcd://`, `zk://`),
-//! else `LOCK_URL`, else `REDIS_URL`. Exit status: 0 done, 1 the store
+//! `rediss://`, `redis+sentinel://`, `redis+cluster://`; `etcd://` and
+//! `zk://` when built with `--features etcd,zookeeper`), else `LOCK_URL`,
+//! else `REDIS_URL`. Exit status: 0 done, 1 the store
 //! failed, 2 bad usage.
 
 use std::process::ExitCode;

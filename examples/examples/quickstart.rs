@@ -8,7 +8,8 @@
 //! ```text
 //! cargo run -p examples --example quickstart
 //! REDIS_URL=redis://127.0.0.1:6379 cargo run -p examples --example quickstart
-//! LOCK_URL=etcd://127.0.0.1:2379 cargo run -p examples --example quickstart
+//! LOCK_URL=etcd://127.0.0.1:2379 cargo run -p examples --features etcd --example quickstart
+//! LOCK_URL=zk://127.0.0.1:2181 cargo run -p examples --features zookeeper --example quickstart
 //! ```
 
 use std::collections::HashMap;

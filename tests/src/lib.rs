@@ -19,6 +19,7 @@ mod process;
 mod proxy;
 mod sentinel;
 mod server;
+#[cfg(feature = "stores")]
 mod store;
 mod zookeeper;
 
@@ -28,11 +29,13 @@ use etcd::free_ports;
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;
+use scratch::scratch_dir;
 pub use sentinel::{MASTER_NAME, SentinelSet};
 pub use server::{
     LOCK_CLIENT_COMMANDS, RedisServer, ServerOptions, all_keys, assert_nothing_left, command_calls,
     lasting_keys, lock_commands_sent, send_signal, unread_bytes,
 };
+#[cfg(feature = "stores")]
 pub use store::{
     Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, zookeeper_client,
 };
