@@ -60,10 +60,7 @@ impl EtcdServer {
                 peer_port,
                 initial_cluster: initial_cluster.clone(),
                 token: token.clone(),
-                dir: tempfile::Builder::new()
-                    .prefix("lock-testkit-etcd-")
-                    .tempdir()
-                    .expect("etcd data dir"),
+                dir: crate::scratch_dir("lock-testkit-etcd-"),
             })
             .collect();
         for server in &mut servers {

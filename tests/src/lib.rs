@@ -17,6 +17,7 @@ pub mod history;
 mod postgres;
 mod process;
 mod proxy;
+mod scratch;
 mod sentinel;
 mod server;
 #[cfg(feature = "stores")]

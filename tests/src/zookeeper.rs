@@ -46,15 +46,13 @@ impl ZooKeeperServer {
             .chunks(3)
             .enumerate()
             .map(|(i, p)| {
-                let dir = tempfile::Builder::new()
-                    .prefix("lock-testkit-zk-")
-                    .tempdir()
-                    .expect("zookeeper dir");
+                let dir = crate::scratch_dir("lock-testkit-zk-");
                 let data = dir.path().join("data");
                 std::fs::create_dir_all(&data).expect("zookeeper data dir");
-                // A tick of 100 ms: sessions of 200 ms to 60 s.
+                // A tick of 100 ms: sessions of 200 ms to 60 s. No fsync of
+                // the transaction log (its directory is in memory anyway).
                 let mut config = format!(
-                    "tickTime=100\ninitLimit=100\nsyncLimit=20\ndataDir={}\nclientPort={}\n\
+                    "tickTime=100\ninitLimit=100\nsyncLimit=20\nforceSync=no\ndataDir={}\nclientPort={}\n\
                      clientPortAddress=127.0.0.1\nmaxSessionTimeout=60000\n\
                      admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,mntr,cons\n",
                     data.display(),
@@ -85,7 +83,10 @@ impl ZooKeeperServer {
     fn spawn(&mut self) {
         let log = std::fs::File::create(self.dir.path().join("zookeeper.log")).expect("log");
         let child = Command::new("java")
-            .args(["-Xmx256m", "-XX:+UseSerialGC", "-cp", JAR])
+            // The client compiler only: a test server runs for seconds, and
+            // the optimising one would take CPU from the tests beside it.
+            .args(["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+            .args(["-cp", JAR])
             .arg("-Dzookeeper.jmx.log4j.disable=true")
             // Empty parents (containers) go within a fifth of a second.
             .arg("-Dznode.container.checkIntervalMs=200")
