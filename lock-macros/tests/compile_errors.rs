@@ -4,5 +4,5 @@
 #[test]
 fn bad_attributes_and_signatures_are_compile_errors() {
     let cases = trybuild::TestCases::new();
-    cases.compile_fail("ui/*.rs");
+    cases.compile_fail("tests/ui/*.rs");
 }
