@@ -2,7 +2,6 @@
 //! several Lockers, as if each were another process.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_core::backend::{
@@ -323,16 +322,18 @@ pub struct Counting {
     inner: Arc<dyn Backend>,
     acquires: Arc<tokio::sync::watch::Sender<u64>>,
     renewals: Arc<tokio::sync::watch::Sender<u64>>,
-    releases: Arc<AtomicU64>,
+    releases: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Counting {
-    fn new(inner: Arc<dyn Backend>) -> Self {
+    /// Counts the requests made to `inner` (for a Locker on a store the
+    /// kit reaches in its own way, such as through a [`DelayProxy`](crate::DelayProxy)).
+    pub fn new(inner: Arc<dyn Backend>) -> Self {
         Counting {
             inner,
             acquires: Arc::new(tokio::sync::watch::channel(0).0),
             renewals: Arc::new(tokio::sync::watch::channel(0).0),
-            releases: Arc::default(),
+            releases: Arc::new(tokio::sync::watch::channel(0).0),
         }
     }
 
@@ -364,9 +365,17 @@ impl Counting {
             .expect("counter alive");
     }
 
-    /// Releases answered so far.
+    /// Releases answered so far (failed ones too).
     pub fn releases(&self) -> u64 {
-        self.releases.load(Ordering::SeqCst)
+        *self.releases.borrow()
+    }
+
+    /// Waits until at least `n` releases have been answered.
+    pub async fn releases_reach(&self, n: u64) {
+        let mut seen = self.releases.subscribe();
+        seen.wait_for(|&count| count >= n)
+            .await
+            .expect("counter alive");
     }
 }
 
@@ -420,7 +429,7 @@ impl Backend for Counting {
         // error came back was made before it, not left to the background.
         let release = match self.inner.release(keys, claim, owner).into_ready() {
             Ok(outcome) => {
-                self.releases.fetch_add(1, Ordering::SeqCst);
+                self.releases.send_modify(|n| *n += 1);
                 return StoreFuture::ready(outcome);
             }
             Err(release) => release,
@@ -428,7 +437,7 @@ impl Backend for Counting {
         let releases = Arc::clone(&self.releases);
         StoreFuture::new(async move {
             let outcome = release.await;
-            releases.fetch_add(1, Ordering::SeqCst);
+            releases.send_modify(|n| *n += 1);
             outcome
         })
     }

@@ -3,10 +3,12 @@
 //! URL, credentials, access rules) is told apart, at connect.
 
 use std::error::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::backend::RedisBackend;
 use lock_core::{LockError, Locker};
-use lock_testkit::{DelayProxy, RedisServer};
+use lock_testkit::{Counting, DelayProxy, RedisServer, command_calls};
 use tokio::time::Instant;
 
 use crate::redis_only::subscribers;
@@ -494,4 +496,98 @@ async fn a_refused_subscription_is_an_error_not_a_silent_poll() {
         other => panic!("{other}"),
     }
     assert!(started.elapsed() < SLACK, "waited {:?}", started.elapsed());
+}
+
+/// A release retried in the background reaches the server after the lease
+/// passed to another owner (force-released, then taken): owner-checked, it
+/// leaves the new holder's lease alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_release_leaves_the_next_owner_alone() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let timeout = Duration::from_millis(300);
+    let backend = RedisBackend::connect(&proxy.url(), timeout).await.unwrap();
+    let counts = Counting::new(Arc::new(backend));
+    let through = Locker::builder()
+        .timeout(timeout)
+        .backend(counts.clone())
+        .unwrap();
+    let direct = locker(&server.url()).await;
+    let guard = through
+        .lock("passed")
+        .ttl(Duration::from_secs(20))
+        .await
+        .unwrap();
+    proxy.cut();
+    // Its release fails: from now on only the background retry can send.
+    drop(guard);
+    counts.releases_reach(1).await;
+    assert_eq!(direct.force_release("passed").await.unwrap(), 1);
+    let next = direct.lock("passed").await.unwrap();
+    let lease = direct.stored_keys("passed").unwrap().lease().to_owned();
+    let mut admin = server.connection().await;
+    let scripts = command_calls(&mut admin, "evalsha").await;
+    proxy.heal();
+    // The retry got through (the next script the server runs: `next` renews
+    // only after 10 s). Server-side counts have no event: polled.
+    let retried = async {
+        while command_calls(&mut admin, "evalsha").await == scripts {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), retried)
+        .await
+        .expect("the release was not retried after the heal");
+    let value: Option<String> = redis::cmd("GET")
+        .arg(&lease)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let token = value.as_deref().and_then(|v| v.split('|').nth(2));
+    assert_eq!(
+        token,
+        Some(next.token().get().to_string().as_str()),
+        "the retried release removed the next owner's lease ({value:?})"
+    );
+    next.release().await.unwrap();
+}
+
+/// The local deadline counts from the acquire's send: a reply held back
+/// for half the ttl leaves the guard about half the ttl, not a whole one
+/// (s03 covers a reply later than the whole lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_reply_leaves_the_guard_only_what_is_left_of_the_lease() {
+    let (server, proxy, through, _direct) = behind_a_proxy(Duration::from_secs(10)).await;
+    // Scripts loaded: the held-back acquire then runs as sent.
+    through.lock("warm").await.unwrap().release().await.unwrap();
+    let ttl = Duration::from_secs(4);
+    let lease = through.stored_keys("late").unwrap().lease().to_owned();
+    proxy.hold_replies();
+    let acquire = tokio::spawn(async move {
+        let guard = through.lock("late").ttl(ttl).watchdog(false).await;
+        (guard, through)
+    });
+    let mut admin = server.connection().await;
+    while !redis::cmd("EXISTS")
+        .arg(&lease)
+        .query_async::<bool>(&mut admin)
+        .await
+        .unwrap()
+    {
+        // Server-side state has no event to await: poll it.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The fault under test: the reply is held for half the lease.
+    tokio::time::sleep(ttl / 2).await;
+    proxy.release();
+    let (guard, _through) = acquire.await.unwrap();
+    let guard = guard.expect("the lease is granted, late");
+    let left = guard.expires_in();
+    assert!(guard.is_held());
+    assert!(
+        left < ttl * 3 / 4,
+        "{left:?} left of a {ttl:?} lease whose reply came {:?} after its send",
+        ttl / 2
+    );
+    guard.release().await.unwrap();
 }
