@@ -21,6 +21,7 @@ use crate::lease::{LeaseParts, LeaseState, Status, deadline_after};
 use crate::line::{HeldTurn, NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
+use crate::places::Place;
 use crate::retry::Outage;
 use crate::store_error::StoreError;
 use crate::subscription::Subscription;
@@ -48,14 +49,28 @@ pub(crate) enum Next {
     Head(Acquisition, Head),
 }
 
-/// An acquisition at the head of its local line.
+/// An acquisition at the head of its local line, or a fair one with its
+/// place.
 pub(crate) struct Head {
-    turn: Turn,
+    turn: Local,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// `Some(remaining)` if the store already answered that another owner
     /// holds it (with the holder's remaining time).
     held: Option<Option<Duration>>,
+}
+
+/// What a request holds in its process while it works the store.
+enum Local {
+    /// The turn of its local line.
+    Turn(Turn),
+    /// A fair request's place: it waits beside this Locker's other fair
+    /// requests, each with its own ticket in the store; `first_send` is its
+    /// turn to make its first try, given up once that is answered.
+    Place {
+        place: Place,
+        first_send: Option<Turn>,
+    },
 }
 
 /// A lease just taken: the store's grant, and what the lease keeps of the
@@ -113,7 +128,7 @@ impl Acquisition {
             // error): the general path asks again.
             _ => None,
         };
-        let turn = first.owned();
+        let turn = Local::Turn(first.owned());
         Next::Head(
             self,
             Head {
@@ -154,6 +169,40 @@ impl Acquisition {
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let started = Instant::now();
+        if self.claim == Claim::Fair {
+            // Served in the order requests reached the store: each takes its
+            // ticket now, not when a local turn would come.
+            let too_many = || LockError::TooManyWaiters {
+                key: LockError::shown(self.keys.user()),
+                limit: inner.config.max_waiters_per_key,
+            };
+            // One first send at a time per key, in call order: the store
+            // then queues this process's requests as they were made.
+            let sends = &inner.fair.sends;
+            let first_send = match sends.try_enter(&self.keys) {
+                Ok(first) => Ok(first.owned()),
+                Err(NoTurn::Busy) if !self.wait.is_zero() => {
+                    Box::pin(sends.enter(&self.keys, started + self.wait)).await
+                }
+                Err(no) => Err(no),
+            };
+            let first_send = first_send.map_err(|no| match no {
+                NoTurn::Full => too_many(),
+                NoTurn::Busy | NoTurn::TimedOut => self.timeout_error(started, None),
+            })?;
+            // Counted once its turn to send is taken: a request counted
+            // here sends after every one counted before it.
+            let place = inner.fair.take(&self.keys).map_err(|_| too_many())?;
+            let head = Head {
+                turn: Local::Place {
+                    place,
+                    first_send: Some(first_send),
+                },
+                started,
+                held: None,
+            };
+            return self.contend(head).await;
+        }
         // Shared claims (permits, segments) have lines of their own: one
         // task at a time asks the store, and hands the turn on once granted.
         let lines = inner.lines_of(self.claim);
@@ -174,7 +223,7 @@ impl Acquisition {
             },
         })?;
         let head = Head {
-            turn,
+            turn: Local::Turn(turn),
             started,
             held: None,
         };
@@ -185,7 +234,7 @@ impl Acquisition {
     /// the deadline passes.
     pub(crate) async fn contend(self, head: Head) -> Result<LockGuard, LockError> {
         let Head {
-            turn,
+            mut turn,
             started,
             mut held,
         } = head;
@@ -215,6 +264,10 @@ impl Acquisition {
                     attempt
                 }
             };
+            if let Local::Place { first_send, .. } = &mut turn {
+                // Answered: the next fair request of this process may ask.
+                first_send.take();
+            }
             match attempt {
                 Ok(Attempt::Acquired(grant)) => {
                     let token = grant.token;
@@ -231,13 +284,15 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let turn = if self.claim.is_exclusive() {
-                        HeldTurn::Owned(turn)
-                    } else {
-                        // Granted a share: the next task of this process
-                        // may ask for another at once.
-                        drop(turn);
-                        HeldTurn::Shared
+                    let turn = match turn {
+                        Local::Place { place, .. } => HeldTurn::Placed(place),
+                        Local::Turn(turn) if self.claim.is_exclusive() => HeldTurn::Owned(turn),
+                        Local::Turn(turn) => {
+                            // Granted a share: the next task of this
+                            // process may ask for another at once.
+                            drop(turn);
+                            HeldTurn::Shared
+                        }
                     };
                     let guard = self.hold(Taken {
                         owner,

@@ -252,6 +252,7 @@ impl LeaseState {
             .take();
         match turn {
             Some(HeldTurn::Owned(turn)) => drop(turn),
+            Some(HeldTurn::Placed(place)) => drop(place),
             Some(HeldTurn::InLine) => self.lines.leave(&self.keys),
             Some(HeldTurn::Shared) | None => {}
         }

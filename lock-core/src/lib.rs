@@ -82,7 +82,8 @@
 //!   [`RedLockBackend`](backend::RedLockBackend) (a majority of independent
 //!   masters) and [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
-//!   process queue locally FIFO and only the head contends at the store.
+//!   process queue locally FIFO and only the head contends at the store;
+//!   fair requests each take their own ticket in the store at once.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].
 //! - Operators: [`Locker::inspect`] (who holds a key, with which token,
 //!   since when, how many wait), [`Locker::held_keys`] and
@@ -113,6 +114,7 @@ mod line;
 mod locker;
 mod multi;
 mod owner;
+mod places;
 mod request;
 mod retry;
 mod scope;

@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::keys::{KeyMap, StoredKeys};
+use crate::places::Place;
 use crate::sharded::Sharded;
 
 /// Why a task got no local turn.
@@ -68,6 +69,10 @@ pub(crate) enum HeldTurn {
     InLine,
     /// None: a claim that holders share takes no turn.
     Shared,
+    /// A fair request's place (it takes no turn: see [`Places`]).
+    ///
+    /// [`Places`]: crate::places::Places
+    Placed(Place),
 }
 
 impl Drop for Turn {

@@ -13,6 +13,7 @@ use crate::keys::StoredKeys;
 use crate::line::Lines;
 use crate::multi::LockAllRequest;
 use crate::owner::OwnerPrefix;
+use crate::places::Places;
 use crate::request::LockRequest;
 use crate::watchdog::Watchdogs;
 
@@ -63,23 +64,25 @@ pub(crate) struct LockerInner {
     /// The start of every owner value this Locker makes.
     pub(crate) owner_prefix: OwnerPrefix,
     pub(crate) lines: Arc<Lines>,
-    /// The lines of the other kinds of lock (fair; read-write; semaphores;
+    /// The lines of the other kinds of lock (read-write; semaphores;
     /// striped), each apart from the others, as their stored locks are. In
-    /// each, one task at a time asks the store; a writer or a fair holder
-    /// keeps its turn while it holds, a reader or a permit holder hands it
-    /// on once granted (readers share, writers take all).
-    pub(crate) kind_lines: [Arc<Lines>; 4],
+    /// each, one task at a time asks the store; a writer keeps its turn
+    /// while it holds, a reader or a permit holder hands it on once granted
+    /// (readers share, writers take all).
+    pub(crate) kind_lines: [Arc<Lines>; 3],
+    /// The fair requests, which take no turn: each asks the store at once.
+    pub(crate) fair: Arc<Places>,
     pub(crate) watchdogs: Watchdogs,
 }
 
 impl LockerInner {
-    /// The local lines that `claim` waits in.
+    /// The local lines that `claim` waits in (a fair request waits in none:
+    /// see [`fair`](Self::fair)).
     pub(crate) fn lines_of(&self, claim: Claim) -> &Arc<Lines> {
         match claim {
-            Claim::Fair => &self.kind_lines[0],
-            Claim::Read | Claim::Write => &self.kind_lines[1],
-            Claim::Permit { .. } => &self.kind_lines[2],
-            Claim::Segment { .. } => &self.kind_lines[3],
+            Claim::Read | Claim::Write => &self.kind_lines[0],
+            Claim::Permit { .. } => &self.kind_lines[1],
+            Claim::Segment { .. } => &self.kind_lines[2],
             _ => &self.lines,
         }
     }
@@ -148,7 +151,8 @@ impl Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 lines: Lines::new(config.max_waiters_per_key),
-                kind_lines: [(); 4].map(|()| Lines::new(config.max_waiters_per_key)),
+                kind_lines: [(); 3].map(|()| Lines::new(config.max_waiters_per_key)),
+                fair: Places::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
                 owner_prefix: OwnerPrefix::new(&config.label),
                 backend,
@@ -166,14 +170,15 @@ impl Locker {
     }
 
     /// A request for the fair lock on `key`: one holder at a time, granted
-    /// in the order the requests reached the store (between processes;
-    /// within a process, tasks line up FIFO and the head of the line
-    /// holds the process's place).
+    /// in the order the requests reached the store, across every process
+    /// and within one (there, in call order): each request takes its own
+    /// ticket in the store when it starts waiting, whether or not another
+    /// task of this Locker holds or waits for the key.
     ///
-    /// A waiter holds a ticket in the store, leased for the request's ttl
-    /// and refreshed while it waits: a cancelled waiter withdraws it at
-    /// once, a killed one's ticket lapses within its ttl, so a dead waiter
-    /// delays the queue by at most that. The fair lock and the plain lock
+    /// A waiter's ticket is leased for the request's ttl and refreshed
+    /// while it waits: a waiter that gives up or is cancelled withdraws it
+    /// at once, a killed one's ticket lapses within its ttl, so a dead
+    /// waiter delays the queue by at most that. The fair lock and the plain lock
     /// on one key are two locks that do not exclude each other.
     ///
     /// ```
@@ -365,7 +370,10 @@ impl Locker {
         match StoredKeys::new(&self.inner.config.namespace, key) {
             Ok(keys) => {
                 let shared = self.inner.kind_lines.iter().map(|l| l.waiting(&keys));
-                self.inner.lines.waiting(&keys) + shared.sum::<usize>()
+                self.inner.lines.waiting(&keys)
+                    + shared.sum::<usize>()
+                    + self.inner.fair.waiting(&keys)
+                    + self.inner.fair.sends.waiting(&keys)
             }
             Err(_) => 0,
         }
@@ -375,7 +383,7 @@ impl Locker {
     /// semaphore or striped key: while a task of it waits).
     pub fn local_lines(&self) -> usize {
         let shared: usize = self.inner.kind_lines.iter().map(|l| l.open_lines()).sum();
-        self.inner.lines.open_lines() + shared
+        self.inner.lines.open_lines() + shared + self.inner.fair.open()
     }
 }
 

@@ -1,7 +1,7 @@
 //! Fair-lock waiters in their own OS process, for the tests of fairness
 //! between processes: `fair_waiter <redis-url> <key> <name> <tasks>
 //! <ttl-ms>` lines `tasks` tasks up for the fair lock on `key`, one after
-//! another (each once the one before waits in this process's line), prints
+//! another (each once the one before has asked the store), prints
 //! `lined up` once all are, then, as each is granted, appends `<name><i>`
 //! to the list `order` and releases. It exits once all were served.
 
@@ -38,8 +38,8 @@ async fn main() {
             let _: i64 = data.rpush("order", served).await.expect("RPUSH");
             guard.release().await.expect("release");
         }));
-        // The first takes this process's turn (and asks the store); the
-        // others wait behind it here, in order.
+        // A request is counted once it has its turn to send, so the next
+        // one, started after that, sends after it.
         let in_line = || match i {
             1 => locker.local_lines() == 1,
             _ => locker.local_waiters(key.as_str()) == i - 1,

@@ -86,6 +86,7 @@ on_every_backend!(
         semaphore_cancellation_leaves_no_permit,
         striped_uses_every_segment_and_hands_on_the_freed_one,
         fair_grants_in_arrival_order,
+        fair_skips_a_cancelled_waiter_in_the_middle,
         fair_queue_survives_cancelled_and_vanished_waiters,
         readers_share_and_a_writer_excludes,
         a_waiting_writer_is_not_starved,

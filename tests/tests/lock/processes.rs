@@ -53,7 +53,8 @@ async fn fair_and_read_write_locks_exclude_across_processes() {
 }
 
 /// 3 processes x 4 tasks line up in a known order (each process once the
-/// one before has its ticket): grants go round the processes in that order.
+/// one before has its tickets in the store): grants follow that order, a
+/// process's requests together, not one per process in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_grants_follow_arrival_across_processes() {
     let server = RedisServer::start();
@@ -73,7 +74,8 @@ async fn fair_grants_follow_arrival_across_processes() {
         ];
         let mut waiter = Process::spawn(env!("CARGO_BIN_EXE_fair_waiter"), &args);
         assert_eq!(waiter.line(), "lined up");
-        fields += 1;
+        // Every task's own ticket (none waits behind another locally).
+        fields += 4;
         queue_reaches(&mut conn, "fifo", fields).await;
         waiters.push(waiter);
     }
@@ -82,8 +84,9 @@ async fn fair_grants_follow_arrival_across_processes() {
         waiter.finish();
     }
     let order: Vec<String> = conn.lrange("order", 0, -1).await.unwrap();
-    let expected: Vec<String> = (1..=4)
-        .flat_map(|i| ["a", "b", "c"].map(|p| format!("{p}{i}")))
+    let expected: Vec<String> = ["a", "b", "c"]
+        .into_iter()
+        .flat_map(|p| (1..=4).map(move |i| format!("{p}{i}")))
         .collect();
     assert_eq!(order, expected);
     no_lock_keys_left(&mut conn).await;

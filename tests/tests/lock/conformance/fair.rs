@@ -9,60 +9,100 @@ use tokio::time::Instant;
 
 use super::SLACK;
 
-/// Tasks line up in a known order, each once the one before is queued:
-/// eight Lockers (as processes) with one ticket each at the store, then a
-/// ninth Locker with one ticket and three tasks in its local line. Grants
-/// follow that order. (The line's tasks come last: a task in a line asks
-/// the store only when the one before it releases, so its place among
-/// other processes' later tickets is a race, not a contract.)
+/// Fair requests are granted in the order they reached the store, whichever
+/// Locker made them and whether or not their Locker holds the key: each
+/// takes its own ticket when it starts waiting. Each arrangement is the
+/// holder's Locker and the Lockers of the requests, in the order they are
+/// made (each once the one before is queued at the store).
 pub async fn fair_grants_in_arrival_order(store: TestStore) {
-    const LOCKERS: usize = 9;
-    const TASKS: usize = 12;
-    let holder = store.locker().await;
-    let first = holder.fair_lock("fifo").await.unwrap();
+    let interleaved: Vec<usize> = (0..12).map(|r| r % 3).collect();
+    let arrangements: [(usize, &[usize]); 4] = [
+        // Nine Lockers as processes, the last with four tasks.
+        (0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9]),
+        // The holder's Locker hosts waiters, before and after the others'.
+        (0, &[0, 0, 1, 1, 2, 0]),
+        (0, &[0, 1, 2, 0, 1, 2]),
+        // 3 Lockers x 4 tasks, interleaved: the holder rotates.
+        (1, &interleaved),
+    ];
+    for (round, (holder, requests)) in arrangements.into_iter().enumerate() {
+        let key = format!("fifo:{round}");
+        let order = granted(&store, &key, holder, requests, None).await;
+        assert_eq!(
+            order,
+            (0..requests.len()).collect::<Vec<_>>(),
+            "holder on Locker {holder}, requests from Lockers {requests:?}: not granted in order"
+        );
+    }
+    super::store_is_empty(&store).await;
+}
+
+/// A waiter cancelled in the middle of the queue leaves it at once: the
+/// ones behind it are served in order, long before its ticket's lease
+/// (30 s) would have run out.
+pub async fn fair_skips_a_cancelled_waiter_in_the_middle(store: TestStore) {
+    let order = granted(&store, "middle", 0, &[0, 1, 2, 0, 1], Some(2)).await;
+    assert_eq!(
+        order,
+        [0, 1, 3, 4],
+        "not granted in order around the cancelled one"
+    );
+    super::store_is_empty(&store).await;
+}
+
+/// Makes fair requests on `key` from the Lockers `requests` names while
+/// Locker `holder` holds it, each once the one before is queued at the
+/// store; cancels request `cancel` once all are; releases and returns the
+/// requests in the order they were granted.
+async fn granted(
+    store: &TestStore,
+    key: &str,
+    holder: usize,
+    requests: &[usize],
+    cancel: Option<usize>,
+) -> Vec<usize> {
+    let count = requests.iter().copied().max().unwrap_or(0).max(holder) + 1;
     let mut lockers = Vec::new();
-    for _ in 0..LOCKERS {
+    for _ in 0..count {
         lockers.push(store.locker_with(|l| l).await);
     }
+    let first = lockers[holder].0.fair_lock(key).await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for i in 0..TASKS {
-        let (locker, counts) = &lockers[i.min(LOCKERS - 1)];
-        let (mine, order) = (locker.clone(), Arc::clone(&order));
-        let (asked, waiting) = (counts.acquires(), locker.local_waiters("fifo"));
+    for (i, &at) in requests.iter().enumerate() {
+        let (locker, counts) = &lockers[at];
+        let asked = counts.acquires();
+        let (mine, order, key) = (locker.clone(), Arc::clone(&order), key.to_owned());
         tasks.push(tokio::spawn(async move {
-            let guard = mine
-                .fair_lock("fifo")
-                .wait(Duration::from_secs(30))
-                .await
-                .unwrap();
+            let request = mine.fair_lock(&key).wait(Duration::from_secs(20));
+            let guard = request.await.unwrap();
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // Queued: the first task of a Locker asked the store, the others
-        // joined its line.
-        if i < LOCKERS {
-            counts.acquires_reach(asked + 1).await;
-        } else {
-            while locker.local_waiters("fifo") == waiting {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        }
+        // Its ticket is in the store before the next request is made: it
+        // asked, subscribed and asked again (both answers: it waits), so no
+        // later count of this Locker is its own or an earlier request's. A
+        // request held back in its process never gets there: the next is
+        // made after a while anyway (a loaded store may take a while to
+        // answer), and the order tells.
+        let queued = counts.acquires_reach(asked + 2);
+        let _ = tokio::time::timeout(Duration::from_secs(5), queued).await;
+    }
+    if let Some(cancelled) = cancel {
+        let task = &tasks[cancelled];
+        task.abort();
     }
     first.release().await.unwrap();
-    for task in tasks {
-        tokio::time::timeout(Duration::from_secs(30), task)
+    for (i, task) in tasks.into_iter().enumerate() {
+        let served = tokio::time::timeout(Duration::from_secs(30), task)
             .await
-            .expect("a fair waiter was never served")
-            .unwrap();
+            .expect("a fair waiter was never served");
+        match served {
+            Err(err) if Some(i) == cancel && err.is_cancelled() => {}
+            other => other.unwrap(),
+        }
     }
-    let order = order.lock().unwrap().clone();
-    assert_eq!(
-        order,
-        (0..TASKS).collect::<Vec<_>>(),
-        "not granted in order"
-    );
-    super::store_is_empty(&store).await;
+    order.lock().unwrap().clone()
 }
 
 /// A cancelled waiter leaves the queue at once; a vanished one (its future
