@@ -47,6 +47,20 @@ async fn behind_a_proxy(timeout: Duration) -> (RedisServer, DelayProxy, Locker, 
     (server, proxy, through, direct)
 }
 
+/// Waits until `server` has the key `lease` (server-side state has no
+/// event to await: polled).
+async fn stored(server: &RedisServer, lease: &str) {
+    let mut admin = server.connection().await;
+    while !redis::cmd("EXISTS")
+        .arg(lease)
+        .query_async::<bool>(&mut admin)
+        .await
+        .unwrap()
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Asserts `key` is still held (for `direct`), heals `proxy`, and asserts
 /// `direct` gets the key within about a second: a release or undo that
 /// kept trying got through (the lease itself had 20 s left).
@@ -454,16 +468,7 @@ async fn an_acquire_left_in_doubt_by_an_outage_is_undone() {
         let request = through.lock("doubt").ttl(Duration::from_secs(20));
         request.wait(Duration::from_secs(1)).await
     });
-    let mut admin = server.connection().await;
-    while !redis::cmd("EXISTS")
-        .arg(&lease)
-        .query_async::<bool>(&mut admin)
-        .await
-        .unwrap()
-    {
-        // Server-side state has no event to await: poll it.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    stored(&server, &lease).await;
     // The acquire took the lease, but its reply is lost and every try after
     // it is refused (outcomes known): the first one stays in doubt.
     proxy.cut();
@@ -567,16 +572,7 @@ async fn a_late_reply_leaves_the_guard_only_what_is_left_of_the_lease() {
         let guard = through.lock("late").ttl(ttl).watchdog(false).await;
         (guard, through)
     });
-    let mut admin = server.connection().await;
-    while !redis::cmd("EXISTS")
-        .arg(&lease)
-        .query_async::<bool>(&mut admin)
-        .await
-        .unwrap()
-    {
-        // Server-side state has no event to await: poll it.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    stored(&server, &lease).await;
     // The fault under test: the reply is held for half the lease.
     tokio::time::sleep(ttl / 2).await;
     proxy.release();
