@@ -111,6 +111,54 @@ pub async fn a_waiting_writer_is_not_starved(store: TestStore) {
     }
 }
 
+/// A waiting writer keeps new readers out on every Locker, also when it
+/// waits on a Locker that hosts readers: the holder's own Locker, or one
+/// whose reader holds beside another Locker's.
+pub async fn a_waiting_writer_blocks_new_readers_on_every_locker(store: TestStore) {
+    for shares in [false, true] {
+        let key = format!("mark:{shares}");
+        let (hosting, counts) = store.locker_with(|l| l).await;
+        let (other, late) = (store.locker().await, store.locker().await);
+        let mut readers = vec![hosting.read_lock(&key).await.unwrap()];
+        if shares {
+            readers.push(other.read_lock(&key).await.unwrap());
+        }
+        let asked = counts.acquires();
+        let writing = {
+            let (hosting, key) = (hosting.clone(), key.clone());
+            tokio::spawn(async move {
+                let request = hosting.write_lock(&key).wait(Duration::from_secs(10));
+                request.await
+            })
+        };
+        // The writer asked the store (and was refused: readers hold).
+        counts.acquires_reach(asked + 1).await;
+        for locker in [&hosting, &other, &late] {
+            let refused = locker.read_lock(&key).wait(Duration::ZERO).await;
+            assert!(
+                matches!(refused, Err(LockError::WaitTimeout { .. })),
+                "a new reader passed a writer waiting on the readers' Locker ({key})"
+            );
+        }
+        let released = Instant::now();
+        for reader in readers {
+            reader.release().await.unwrap();
+        }
+        let writer = tokio::time::timeout(Duration::from_secs(10), writing)
+            .await
+            .expect("the writer was never served")
+            .unwrap()
+            .unwrap();
+        assert!(
+            released.elapsed() < SLACK,
+            "the writer waited {:?}",
+            released.elapsed()
+        );
+        writer.release().await.unwrap();
+    }
+    super::store_is_empty(&store).await;
+}
+
 /// Readers and writers over 3 Lockers: no reader ever overlaps a writer,
 /// and writers never overlap each other.
 pub async fn rw_history_has_no_reader_beside_a_writer(store: TestStore) {
