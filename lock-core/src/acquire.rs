@@ -18,7 +18,7 @@ use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::{LeaseParts, LeaseState, Status, deadline_after};
-use crate::line::{HeldTurn, NoTurn, Turn};
+use crate::line::{HeldTurn, Lines, NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::places::Place;
@@ -171,28 +171,11 @@ impl Acquisition {
         let started = Instant::now();
         if self.claim == Claim::Fair {
             // Served in the order requests reached the store: each takes its
-            // ticket now, not when a local turn would come.
-            let too_many = || LockError::TooManyWaiters {
-                key: LockError::shown(self.keys.user()),
-                limit: inner.config.max_waiters_per_key,
-            };
-            // One first send at a time per key, in call order: the store
-            // then queues this process's requests as they were made.
-            let sends = &inner.fair.sends;
-            let first_send = match sends.try_enter(&self.keys) {
-                Ok(first) => Ok(first.owned()),
-                Err(NoTurn::Busy) if !self.wait.is_zero() => {
-                    Box::pin(sends.enter(&self.keys, started + self.wait)).await
-                }
-                Err(no) => Err(no),
-            };
-            let first_send = first_send.map_err(|no| match no {
-                NoTurn::Full => too_many(),
-                NoTurn::Busy | NoTurn::TimedOut => self.timeout_error(started, None),
-            })?;
-            // Counted once its turn to send is taken: a request counted
-            // here sends after every one counted before it.
-            let place = inner.fair.take(&self.keys).map_err(|_| too_many())?;
+            // ticket now, not when a local turn would come. Its first try
+            // waits for its turn to send, so the store queues this process's
+            // requests in call order.
+            let first_send = self.take_turn(&inner.fair_sends, started).await?;
+            let place = inner.fair.take(&self.keys).ok_or_else(|| self.too_many())?;
             let head = Head {
                 turn: Local::Place {
                     place,
@@ -205,7 +188,18 @@ impl Acquisition {
         }
         // Shared claims (permits, segments) have lines of their own: one
         // task at a time asks the store, and hands the turn on once granted.
-        let lines = inner.lines_of(self.claim);
+        let turn = self.take_turn(inner.lines_of(self.claim), started).await?;
+        let head = Head {
+            turn: Local::Turn(turn),
+            started,
+            held: None,
+        };
+        self.contend(head).await
+    }
+
+    /// The turn for the key in `lines`, waiting in line (FIFO) until the
+    /// request's deadline.
+    async fn take_turn(&self, lines: &Arc<Lines>, started: Instant) -> Result<Turn, LockError> {
         let turn = match lines.try_enter(&self.keys) {
             Ok(first) => Ok(first.owned()),
             Err(NoTurn::Busy) if !self.wait.is_zero() => {
@@ -215,19 +209,17 @@ impl Acquisition {
             }
             Err(no) => Err(no),
         };
-        let turn = turn.map_err(|no| match no {
+        turn.map_err(|no| match no {
             NoTurn::Busy | NoTurn::TimedOut => self.timeout_error(started, None),
-            NoTurn::Full => LockError::TooManyWaiters {
-                key: LockError::shown(self.keys.user()),
-                limit: inner.config.max_waiters_per_key,
-            },
-        })?;
-        let head = Head {
-            turn: Local::Turn(turn),
-            started,
-            held: None,
-        };
-        self.contend(head).await
+            NoTurn::Full => self.too_many(),
+        })
+    }
+
+    fn too_many(&self) -> LockError {
+        LockError::TooManyWaiters {
+            key: LockError::shown(self.keys.user()),
+            limit: self.locker.inner.config.max_waiters_per_key,
+        }
     }
 
     /// Holds its turn in the local line and works the store until the lease is ours or

@@ -72,6 +72,9 @@ pub(crate) struct LockerInner {
     pub(crate) kind_lines: [Arc<Lines>; 3],
     /// The fair requests, which take no turn: each asks the store at once.
     pub(crate) fair: Arc<Places>,
+    /// The turn to make a fair request's first try (one at a time per key,
+    /// in call order), given up once it is answered.
+    pub(crate) fair_sends: Arc<Lines>,
     pub(crate) watchdogs: Watchdogs,
 }
 
@@ -153,6 +156,7 @@ impl Locker {
                 lines: Lines::new(config.max_waiters_per_key),
                 kind_lines: [(); 3].map(|()| Lines::new(config.max_waiters_per_key)),
                 fair: Places::new(config.max_waiters_per_key),
+                fair_sends: Lines::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
                 owner_prefix: OwnerPrefix::new(&config.label),
                 backend,
@@ -373,7 +377,7 @@ impl Locker {
                 self.inner.lines.waiting(&keys)
                     + shared.sum::<usize>()
                     + self.inner.fair.waiting(&keys)
-                    + self.inner.fair.sends.waiting(&keys)
+                    + self.inner.fair_sends.waiting(&keys)
             }
             Err(_) => 0,
         }

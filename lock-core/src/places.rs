@@ -6,15 +6,14 @@
 //! would hold it back until its local turn, behind requests that other
 //! processes made after it. So a Locker's fair requests wait side by side,
 //! each with its own ticket. Here they are counted, to bound how many wait
-//! at once on one key (as the local line bounds the other kinds), and their
-//! first sends to the store go one at a time per key, in call order, so
-//! that the store queues them as they were made.
+//! at once on one key (as the local line bounds the other kinds). Their
+//! first sends still go one at a time per key, in call order, through a
+//! local line of their own (`LockerInner::fair_sends`).
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use crate::keys::{KeyMap, StoredKeys};
-use crate::line::{Lines, NoTurn};
 use crate::sharded::Sharded;
 
 /// The fair requests of one Locker that are waiting for or holding each
@@ -23,8 +22,6 @@ use crate::sharded::Sharded;
 pub(crate) struct Places {
     map: Sharded<KeyMap<usize>>,
     max_waiters: usize,
-    /// A line per key for the first send of each request (FIFO).
-    pub(crate) sends: Arc<Lines>,
 }
 
 /// One fair request's place, from the start of its wait to the end of its
@@ -40,20 +37,19 @@ impl Places {
         Arc::new(Places {
             map: Sharded::default(),
             max_waiters,
-            sends: Lines::new(max_waiters),
         })
     }
 
     /// A place for a request on `keys`, unless the key already has one
     /// holder and `max_waiters` waiters from this Locker.
-    pub(crate) fn take(self: &Arc<Self>, keys: &StoredKeys) -> Result<Place, NoTurn> {
+    pub(crate) fn take(self: &Arc<Self>, keys: &StoredKeys) -> Option<Place> {
         let mut places = self.map.lock_keys(keys);
         let taken = places.entry(keys.clone()).or_insert(0);
         if *taken > self.max_waiters {
-            return Err(NoTurn::Full);
+            return None;
         }
         *taken += 1;
-        Ok(Place {
+        Some(Place {
             places: Arc::clone(self),
             keys: keys.clone(),
         })
@@ -94,7 +90,7 @@ mod tests {
         let k = StoredKeys::new("lock", "k").unwrap();
         let held: Vec<Place> = (0..3).map(|_| places.take(&k).unwrap()).collect();
         assert_eq!(places.waiting(&k), 2);
-        assert_eq!(places.take(&k).unwrap_err(), NoTurn::Full);
+        assert!(places.take(&k).is_none(), "over the bound");
         assert_eq!(places.open(), 1);
         drop(held);
         assert_eq!((places.waiting(&k), places.open()), (0, 0));

@@ -379,6 +379,27 @@ impl Counting {
     }
 }
 
+/// `request`, counted in `count` once the store has answered it.
+fn answered<'a, T: Send + 'a>(
+    request: StoreFuture<'a, T>,
+    count: &Arc<tokio::sync::watch::Sender<u64>>,
+) -> StoreFuture<'a, T> {
+    match request.into_ready() {
+        Ok(outcome) => {
+            count.send_modify(|n| *n += 1);
+            StoreFuture::ready(outcome)
+        }
+        Err(request) => {
+            let count = Arc::clone(count);
+            StoreFuture::new(async move {
+                let outcome = request.await;
+                count.send_modify(|n| *n += 1);
+                outcome
+            })
+        }
+    }
+}
+
 impl Backend for Counting {
     fn supports(&self, claim: Claim) -> bool {
         self.inner.supports(claim)
@@ -393,19 +414,10 @@ impl Backend for Counting {
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         // Counted once answered, so a waiter seen at n attempts has its
         // answers in hand; an answer given in place stays in place.
-        let attempt = match self.inner.try_acquire(keys, claim, owner, ttl).into_ready() {
-            Ok(outcome) => {
-                self.acquires.send_modify(|n| *n += 1);
-                return StoreFuture::ready(outcome);
-            }
-            Err(attempt) => attempt,
-        };
-        let acquires = Arc::clone(&self.acquires);
-        StoreFuture::new(async move {
-            let outcome = attempt.await;
-            acquires.send_modify(|n| *n += 1);
-            outcome
-        })
+        answered(
+            self.inner.try_acquire(keys, claim, owner, ttl),
+            &self.acquires,
+        )
     }
 
     fn renew<'a>(
@@ -427,19 +439,7 @@ impl Backend for Counting {
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         // Counted once answered, like attempts: a release counted before an
         // error came back was made before it, not left to the background.
-        let release = match self.inner.release(keys, claim, owner).into_ready() {
-            Ok(outcome) => {
-                self.releases.send_modify(|n| *n += 1);
-                return StoreFuture::ready(outcome);
-            }
-            Err(release) => release,
-        };
-        let releases = Arc::clone(&self.releases);
-        StoreFuture::new(async move {
-            let outcome = release.await;
-            releases.send_modify(|n| *n += 1);
-            outcome
-        })
+        answered(self.inner.release(keys, claim, owner), &self.releases)
     }
 
     fn subscribe<'a>(
