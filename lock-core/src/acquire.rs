@@ -186,7 +186,7 @@ impl Acquisition {
             };
             return self.contend(head).await;
         }
-        // Shared claims (permits, segments) have lines of their own: one
+        // The other kinds have lines of their own (see `KindLines`): one
         // task at a time asks the store, and hands the turn on once granted.
         let turn = self.take_turn(inner.lines_of(self.claim), started).await?;
         let head = Head {
@@ -278,10 +278,13 @@ impl Acquisition {
                     let owner = undo.disarm();
                     let turn = match turn {
                         Local::Place { place, .. } => HeldTurn::Placed(place),
-                        Local::Turn(turn) if self.claim.is_exclusive() => HeldTurn::Owned(turn),
+                        Local::Turn(turn) if self.claim == Claim::Exclusive => {
+                            HeldTurn::Owned(turn)
+                        }
                         Local::Turn(turn) => {
-                            // Granted a share: the next task of this
-                            // process may ask for another at once.
+                            // Granted a share, or a write: the next task of
+                            // this process asks the store at once (a writer
+                            // to mark the key before readers pass it).
                             drop(turn);
                             HeldTurn::Shared
                         }

@@ -67,7 +67,8 @@ pub(crate) enum HeldTurn {
     /// The turn of the lease's keys in its Locker's lines, freed through
     /// the lines (no reference of its own to keep).
     InLine,
-    /// None: a claim that holders share takes no turn.
+    /// None: a claim that holders share (and a write) hands its turn on
+    /// once granted.
     Shared,
     /// A fair request's place (it takes no turn: see [`Places`]).
     ///

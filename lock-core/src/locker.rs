@@ -64,12 +64,7 @@ pub(crate) struct LockerInner {
     /// The start of every owner value this Locker makes.
     pub(crate) owner_prefix: OwnerPrefix,
     pub(crate) lines: Arc<Lines>,
-    /// The lines of the other kinds of lock (read-write; semaphores;
-    /// striped), each apart from the others, as their stored locks are. In
-    /// each, one task at a time asks the store; a writer keeps its turn
-    /// while it holds, a reader or a permit holder hands it on once granted
-    /// (readers share, writers take all).
-    pub(crate) kind_lines: [Arc<Lines>; 3],
+    pub(crate) kind_lines: KindLines,
     /// The fair requests, which take no turn: each asks the store at once.
     pub(crate) fair: Arc<Places>,
     /// The turn to make a fair request's first try (one at a time per key,
@@ -83,11 +78,41 @@ impl LockerInner {
     /// see [`fair`](Self::fair)).
     pub(crate) fn lines_of(&self, claim: Claim) -> &Arc<Lines> {
         match claim {
-            Claim::Read | Claim::Write => &self.kind_lines[0],
-            Claim::Permit { .. } => &self.kind_lines[1],
-            Claim::Segment { .. } => &self.kind_lines[2],
+            Claim::Read => &self.kind_lines.read,
+            Claim::Write => &self.kind_lines.write,
+            Claim::Permit { .. } => &self.kind_lines.permits,
+            Claim::Segment { .. } => &self.kind_lines.segments,
             _ => &self.lines,
         }
+    }
+}
+
+/// The local lines of the kinds of lock other than the plain and the fair
+/// lock, each apart from the others as their stored locks are. In each, one
+/// task at a time asks the store and hands the turn on once granted, so
+/// that the next asks at once: readers share; a writer behind another (or
+/// behind a reader) of its own Locker marks the key in the store for
+/// itself, and readers of other Lockers do not pass it.
+pub(crate) struct KindLines {
+    pub(crate) read: Arc<Lines>,
+    pub(crate) write: Arc<Lines>,
+    pub(crate) permits: Arc<Lines>,
+    pub(crate) segments: Arc<Lines>,
+}
+
+impl KindLines {
+    fn new(max_waiters_per_key: usize) -> Self {
+        let line = || Lines::new(max_waiters_per_key);
+        KindLines {
+            read: line(),
+            write: line(),
+            permits: line(),
+            segments: line(),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Arc<Lines>> {
+        [&self.read, &self.write, &self.permits, &self.segments].into_iter()
     }
 }
 
@@ -154,7 +179,7 @@ impl Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 lines: Lines::new(config.max_waiters_per_key),
-                kind_lines: [(); 3].map(|()| Lines::new(config.max_waiters_per_key)),
+                kind_lines: KindLines::new(config.max_waiters_per_key),
                 fair: Places::new(config.max_waiters_per_key),
                 fair_sends: Lines::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
@@ -373,7 +398,7 @@ impl Locker {
     pub fn local_waiters(&self, key: &str) -> usize {
         match StoredKeys::new(&self.inner.config.namespace, key) {
             Ok(keys) => {
-                let shared = self.inner.kind_lines.iter().map(|l| l.waiting(&keys));
+                let shared = self.inner.kind_lines.all().map(|l| l.waiting(&keys));
                 self.inner.lines.waiting(&keys)
                     + shared.sum::<usize>()
                     + self.inner.fair.waiting(&keys)
@@ -386,7 +411,7 @@ impl Locker {
     /// Number of keys this Locker currently holds or waits for (a
     /// semaphore or striped key: while a task of it waits).
     pub fn local_lines(&self) -> usize {
-        let shared: usize = self.inner.kind_lines.iter().map(|l| l.open_lines()).sum();
+        let shared: usize = self.inner.kind_lines.all().map(|l| l.open_lines()).sum();
         self.inner.lines.open_lines() + shared + self.inner.fair.open()
     }
 }

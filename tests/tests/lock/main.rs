@@ -91,6 +91,7 @@ on_every_backend!(
         readers_share_and_a_writer_excludes,
         a_waiting_writer_is_not_starved,
         a_waiting_writer_blocks_new_readers_on_every_locker,
+        a_writer_behind_a_waiting_reader_of_its_locker_keeps_later_readers_out,
         rw_history_has_no_reader_beside_a_writer,
         read_inside_write_is_reentrant_and_upgrade_is_refused,
     ],

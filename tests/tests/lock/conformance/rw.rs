@@ -159,6 +159,59 @@ pub async fn a_waiting_writer_blocks_new_readers_on_every_locker(store: TestStor
     super::store_is_empty(&store).await;
 }
 
+/// A writer that waits on a Locker where a reader of its own already
+/// waits: it keeps a later reader of another Locker out from the moment it
+/// asks, although the reader ahead of it on its Locker is still waiting.
+pub async fn a_writer_behind_a_waiting_reader_of_its_locker_keeps_later_readers_out(
+    store: TestStore,
+) {
+    let holder = store.locker().await;
+    let held = holder.write_lock("queue").await.unwrap();
+    let (hosting, counts) = store.locker_with(|l| l).await;
+    let (late, late_counts) = store.locker_with(|l| l).await;
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let request = |locker: &lock_core::Locker, write: bool, name: &'static str| {
+        let (locker, order) = (locker.clone(), Arc::clone(&order));
+        tokio::spawn(async move {
+            let wait = Duration::from_secs(20);
+            let guard = match write {
+                true => locker.write_lock("queue").wait(wait).await,
+                false => locker.read_lock("queue").wait(wait).await,
+            };
+            let guard = guard.unwrap();
+            order.lock().unwrap().push(name);
+            guard.release().await.unwrap();
+        })
+    };
+    let asked = counts.acquires();
+    let mut tasks = vec![request(&hosting, false, "reader ahead")];
+    // Refused, then asked again once subscribed: it waits in the store.
+    counts.acquires_reach(asked + 2).await;
+    tasks.push(request(&hosting, true, "writer"));
+    // The writer's own refusal; a writer held back in its process never
+    // asks, and the order below tells.
+    let asked_twice = counts.acquires_reach(asked + 3);
+    let _ = tokio::time::timeout(Duration::from_secs(5), asked_twice).await;
+    let asked = late_counts.acquires();
+    tasks.push(request(&late, false, "later reader"));
+    late_counts.acquires_reach(asked + 1).await;
+    held.release().await.unwrap();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("a waiter was never served")
+            .unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    let writer = order.iter().position(|&name| name == "writer");
+    let later = order.iter().position(|&name| name == "later reader");
+    assert!(
+        writer < later,
+        "a reader that came later passed the waiting writer: {order:?}"
+    );
+    super::store_is_empty(&store).await;
+}
+
 /// Readers and writers over 3 Lockers: no reader ever overlaps a writer,
 /// and writers never overlap each other.
 pub async fn rw_history_has_no_reader_beside_a_writer(store: TestStore) {
