@@ -337,7 +337,12 @@ impl RedisServer {
     /// The PEM certificate of the authority that signed the server's TLS
     /// certificate.
     pub fn ca_certificate(&self) -> Vec<u8> {
-        std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
+        std::fs::read(self.ca_file()).expect("ca.crt")
+    }
+
+    /// The file of [`ca_certificate`](Self::ca_certificate).
+    pub fn ca_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.crt")
     }
 
     /// The server's process id (while running).

@@ -92,6 +92,23 @@ impl TestStore {
         matches!(self, TestStore::Etcd(_) | TestStore::ZooKeeper(_))
     }
 
+    /// How a process of its own reaches the store: the URL for
+    /// [`Locker::connect`] and, over TLS, the file of the certificate
+    /// authority to trust. `None` for the memory store (it lives in this
+    /// process) and RedLock (reached through no URL).
+    pub fn process_url(&self) -> Option<(String, Option<std::path::PathBuf>)> {
+        let url = match self {
+            TestStore::Memory(_) | TestStore::RedLock(_) => return None,
+            TestStore::Redis(server) => server.url(),
+            TestStore::RedisTls(server) => return Some((server.tls_url(), Some(server.ca_file()))),
+            TestStore::Sentinel(set) => set.url(),
+            TestStore::Cluster(cluster) => cluster.url(),
+            TestStore::Etcd(member) => EtcdServer::url(std::slice::from_ref(member)),
+            TestStore::ZooKeeper(server) => ZooKeeperServer::url(std::slice::from_ref(server)),
+        };
+        Some((url, None))
+    }
+
     /// The server, for Redis stores (inspected over plain TCP): the first
     /// master of RedLock.
     pub fn server(&self) -> Option<&RedisServer> {

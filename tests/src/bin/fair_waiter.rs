@@ -1,33 +1,37 @@
 //! Fair-lock waiters in their own OS process, for the tests of fairness
-//! between processes: `fair_waiter <redis-url> <key> <name> <tasks>
-//! <ttl-ms>` lines `tasks` tasks up for the fair lock on `key`, one after
-//! another (each once the one before has asked the store), prints
-//! `lined up` once all are, then, as each is granted, appends `<name><i>`
-//! to the list `order` and releases. It exits once all were served.
+//! between processes: `fair_waiter <lock-url> <key> <name> <tasks> <ttl-ms>
+//! [<ca-file>]` lines `tasks` tasks up for the fair lock on `key`, one
+//! after another (each once the one before has its turn to send), prints
+//! `lined up` once all are, then, as each is granted, prints `<name><i>
+//! <token>` and releases. It exits once all were served. A `rediss://`
+//! store is trusted through the certificate authority in `ca-file`.
 
+use std::io::Write;
 use std::time::Duration;
 
 use lock_core::Locker;
-use redis::AsyncCommands;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, key, name, tasks, ttl] = args.as_slice() else {
-        eprintln!("usage: fair_waiter <redis-url> <key> <name> <tasks> <ttl-ms>");
-        std::process::exit(2);
+    let (url, key, name, tasks, ttl, ca) = match args.as_slice() {
+        [_, url, key, name, tasks, ttl] => (url, key, name, tasks, ttl, None),
+        [_, url, key, name, tasks, ttl, ca] => (url, key, name, tasks, ttl, Some(ca)),
+        _ => {
+            eprintln!("usage: fair_waiter <lock-url> <key> <name> <tasks> <ttl-ms> [<ca-file>]");
+            std::process::exit(2);
+        }
     };
     let tasks: usize = tasks.parse().expect("tasks");
     let ttl = Duration::from_millis(ttl.parse().expect("ttl"));
-    let locker = Locker::redis(url).await.expect("connect");
-    let data = redis::Client::open(url.as_str())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("data connection");
+    let mut builder = Locker::builder();
+    if let Some(ca) = ca {
+        builder = builder.tls_root_certificates(std::fs::read(ca).expect("ca-file"));
+    }
+    let locker = builder.connect(url).await.expect("connect");
     let mut handles = Vec::new();
     for i in 1..=tasks {
-        let (mine, mut data) = (locker.clone(), data.clone());
+        let mine = locker.clone();
         let (key_of_task, served) = (key.clone(), format!("{name}{i}"));
         handles.push(tokio::spawn(async move {
             let request = mine
@@ -35,7 +39,11 @@ async fn main() {
                 .ttl(ttl)
                 .wait(Duration::from_secs(60));
             let guard = request.await.expect("acquire");
-            let _: i64 = data.rpush("order", served).await.expect("RPUSH");
+            // One line in one write: tasks of this process print at once.
+            let line = format!("{served} {}\n", guard.token());
+            std::io::stdout()
+                .write_all(line.as_bytes())
+                .expect("stdout");
             guard.release().await.expect("release");
         }));
         // A request is counted once it has its turn to send, so the next

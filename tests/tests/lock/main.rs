@@ -88,6 +88,8 @@ on_every_backend!(
         fair_grants_in_arrival_order,
         fair_skips_a_cancelled_waiter_in_the_middle,
         fair_queue_survives_cancelled_and_vanished_waiters,
+        fair_grants_follow_arrival_across_processes,
+        a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most,
         readers_share_and_a_writer_excludes,
         a_waiting_writer_is_not_starved,
         a_waiting_writer_blocks_new_readers_on_every_locker,

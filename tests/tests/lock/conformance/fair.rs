@@ -4,7 +4,8 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_testkit::TestStore;
+use lock_core::Locker;
+use lock_testkit::{Process, TestStore};
 use tokio::time::Instant;
 
 use super::SLACK;
@@ -162,4 +163,119 @@ pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore
     assert!(after <= ttl + SLACK * 2, "served after {after:?}");
     guard.release().await.unwrap();
     super::store_is_empty(&store).await;
+}
+
+/// 3 processes x 4 tasks line up in a known order (each process once the
+/// one before has its tickets in the store): grants follow that order, a
+/// process's requests together, not one per process in turn. The order is
+/// read from the tokens, which rise in grant order.
+pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
+    let holder = store.locker().await;
+    let Some(_) = store.process_url() else {
+        return; // A store in this process: no other process reaches it.
+    };
+    let held = holder.fair_lock("fifo").await.unwrap();
+    let mut tickets = waiters(&holder, "fifo").await;
+    let mut processes = Vec::new();
+    for name in ["a", "b", "c"] {
+        let mut waiter = fair_waiter(&store, "fifo", name, 4, Duration::from_secs(30));
+        assert_eq!(waiter.line(), "lined up");
+        // Every task's own ticket (none waits behind another in its process).
+        tickets += 4;
+        waiters_reach(&holder, "fifo", tickets).await;
+        processes.push(waiter);
+    }
+    held.release().await.unwrap();
+    let mut served: Vec<(u64, String)> = Vec::new();
+    for waiter in processes {
+        for line in waiter.finish().lines() {
+            let (name, token) = line.split_once(' ').expect("`<name> <token>`");
+            served.push((token.parse().expect("a token"), name.to_owned()));
+        }
+    }
+    served.sort();
+    let order: Vec<String> = served.into_iter().map(|(_, name)| name).collect();
+    let expected: Vec<String> = ["a", "b", "c"]
+        .into_iter()
+        .flat_map(|p| (1..=4).map(move |i| format!("{p}{i}")))
+        .collect();
+    assert_eq!(
+        order, expected,
+        "not granted in the order the processes queued"
+    );
+    super::store_is_empty(&store).await;
+}
+
+/// A waiter process killed in the queue (SIGKILL: it withdraws nothing)
+/// delays it by at most its ticket's lease: the next waiter gets the lock
+/// within that ttl of the kill.
+pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(store: TestStore) {
+    // etcd's shortest lease.
+    let ttl = Duration::from_secs(2);
+    let holder = store.locker().await;
+    let Some(_) = store.process_url() else {
+        return; // A store in this process: no other process reaches it.
+    };
+    let held = holder.fair_lock("line").await.unwrap();
+    let tickets = waiters(&holder, "line").await;
+    let mut dead = fair_waiter(&store, "line", "dead", 1, ttl);
+    assert_eq!(dead.line(), "lined up");
+    waiters_reach(&holder, "line", tickets + 1).await;
+    dead.kill();
+    let killed = Instant::now();
+    // The next waiter, behind the dead one's ticket.
+    let (next, counts) = store.locker_with(|l| l).await;
+    let asked = counts.acquires();
+    let waiting =
+        tokio::spawn(async move { next.fair_lock("line").wait(Duration::from_secs(30)).await });
+    counts.acquires_reach(asked + 1).await;
+    held.release().await.unwrap();
+    let guard = tokio::time::timeout(ttl + SLACK * 2, waiting)
+        .await
+        .expect("the dead waiter blocked the queue past its ticket's lease")
+        .unwrap()
+        .unwrap();
+    let after = killed.elapsed();
+    assert!(after <= ttl + SLACK, "served {after:?} after the kill");
+    // The dead ticket stood (renewed every ttl/3 while its process lived).
+    assert!(
+        after >= ttl / 2,
+        "served {after:?} after the kill, past its ticket"
+    );
+    guard.release().await.unwrap();
+    super::store_is_empty(&store).await;
+}
+
+/// A `fair_waiter` process with `tasks` tasks on `key` of `store`, each
+/// printing `<name><i> <token>` when served.
+fn fair_waiter(store: &TestStore, key: &str, name: &str, tasks: u32, ttl: Duration) -> Process {
+    let (url, ca) = store.process_url().expect("a store other processes reach");
+    let mut args = vec![
+        url,
+        key.into(),
+        name.into(),
+        tasks.to_string(),
+        ttl.as_millis().to_string(),
+    ];
+    args.extend(ca.map(|ca| ca.display().to_string()));
+    Process::spawn(env!("CARGO_BIN_EXE_fair_waiter"), &args)
+}
+
+/// The tickets the store keeps for waiters on `key`.
+async fn waiters(locker: &Locker, key: &str) -> usize {
+    let inspection = locker.inspect(key).await.unwrap();
+    inspection.waiters.unwrap_or(0)
+}
+
+/// Waits until the store keeps `n` tickets for `key` (another process's
+/// requests: there is no event to wait on here, so the store is asked).
+async fn waiters_reach(locker: &Locker, key: &str, n: usize) {
+    let reached = async {
+        while waiters(locker, key).await < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reached)
+        .await
+        .unwrap_or_else(|_| panic!("the store never kept {n} tickets for {key}"));
 }
