@@ -194,18 +194,8 @@ async fn an_unknown_master_name_is_unavailable_at_connect() {
 async fn an_unanswering_master_is_checked_with_the_sentinels() {
     let set = SentinelSet::start(1, 3);
     set.settled().await;
-    let mut proxies = Vec::new();
-    for url in set.sentinel_urls() {
-        let port = url.rsplit(':').next().unwrap().parse().unwrap();
-        proxies.push(DelayProxy::start(port).await);
-    }
-    let hosts: Vec<String> = proxies
-        .iter()
-        .map(|proxy| proxy.url().replace("redis://", ""))
-        .collect();
-    let url = format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","));
     let bound = Duration::from_millis(500);
-    let locker = Locker::builder().timeout(bound).redis(&url).await.unwrap();
+    let (locker, proxies) = through_proxies(&set, bound).await;
     locker
         .lock("before")
         .await
@@ -246,4 +236,110 @@ async fn an_unanswering_master_is_checked_with_the_sentinels() {
     let there: bool = conn.exists(&lease).await.unwrap();
     assert!(there, "the lease is not on the new master");
     guard.release().await.unwrap();
+}
+
+/// How the former master of an unheard failover ends.
+enum Demise {
+    /// Killed: requests to it find a broken connection.
+    Killed,
+    /// Made a replica of the new master: requests to it are answered
+    /// `READONLY`.
+    Demoted,
+}
+
+/// A failover the Locker did not hear of, of a master that was killed:
+/// the first request that finds its connection broken forgets it, and the
+/// next acquire lands on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unheard_failover_is_found_by_a_broken_connection() {
+    unheard_failover(Demise::Killed).await;
+}
+
+/// A failover the Locker did not hear of, of a master that is now a
+/// replica: the first request answered `READONLY` forgets it, and the next
+/// acquire lands on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unheard_failover_is_found_by_readonly() {
+    unheard_failover(Demise::Demoted).await;
+}
+
+/// The sentinels are out of the Locker's reach while the master fails over
+/// (so no `+switch-master` comes), and the former master ends as `demise`
+/// says: within a few request bounds of the sentinels coming back, an
+/// acquire lands on the new master.
+async fn unheard_failover(demise: Demise) {
+    let mut set = SentinelSet::start(1, 3);
+    set.settled().await;
+    let bound = Duration::from_millis(500);
+    let (locker, proxies) = through_proxies(&set, bound).await;
+    locker
+        .lock("before")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    for proxy in &proxies {
+        proxy.cut();
+    }
+    let old = set.master_port().await;
+    let new = match demise {
+        Demise::Killed => {
+            set.server_mut(old).kill();
+            set.new_master(old).await
+        }
+        Demise::Demoted => {
+            let new = set.failover().await;
+            // The sentinels demote the former master seconds later: do it now.
+            let mut conn = set.server(old).connection().await;
+            let _: () = redis::cmd("REPLICAOF")
+                .arg("127.0.0.1")
+                .arg(new)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            new
+        }
+    };
+    for proxy in &proxies {
+        proxy.heal();
+    }
+    let started = Instant::now();
+    let guard = loop {
+        match locker.lock("after").await {
+            Ok(guard) => break guard,
+            Err(err) if started.elapsed() > Duration::from_secs(10) => {
+                panic!("no acquire on the new master: {}", error_chain(&err))
+            }
+            Err(_) => {}
+        }
+    };
+    let took = started.elapsed();
+    assert!(
+        took < 4 * bound + SLACK,
+        "the new master was used after {took:?}"
+    );
+    let lease = locker.stored_keys("after").unwrap().lease().to_owned();
+    let mut conn = set.server(new).connection().await;
+    let there: bool = conn.exists(&lease).await.unwrap();
+    assert!(there, "the lease is not on the new master");
+    guard.release().await.unwrap();
+}
+
+/// A Locker with request bound `bound` that reaches every sentinel of
+/// `set` through a proxy of its own (which a test cuts and heals), and the
+/// proxies.
+async fn through_proxies(set: &SentinelSet, bound: Duration) -> (Locker, Vec<DelayProxy>) {
+    let mut proxies = Vec::new();
+    for url in set.sentinel_urls() {
+        let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        proxies.push(DelayProxy::start(port).await);
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|proxy| proxy.url().replace("redis://", ""))
+        .collect();
+    let url = format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","));
+    let locker = Locker::builder().timeout(bound).redis(&url).await.unwrap();
+    (locker, proxies)
 }
