@@ -40,4 +40,4 @@ pub use server::{
 pub use store::{
     Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, zookeeper_client,
 };
-pub use zookeeper::ZooKeeperServer;
+pub use zookeeper::{QuorumLinks, ZooKeeperServer};

@@ -50,6 +50,11 @@ impl DelayProxy {
         format!("redis://{}", self.addr)
     }
 
+    /// The proxy's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
     /// Holds client-to-server bytes from now on.
     pub fn hold(&self) {
         self.gates.requests_held.send_replace(true);

@@ -2,6 +2,7 @@
 //! an ensemble of its own ([`ZooKeeperServer::ensemble`]), on free loopback
 //! ports. Every server is killed when dropped, also when a test panics.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -9,10 +10,16 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::DelayProxy;
+
 use crate::process::{server_started, wait_ready};
 
 /// How long servers may take to start (a JVM) and form a quorum.
 const STARTUP: Duration = Duration::from_secs(60);
+
+/// Ticks (of 100 ms) a follower waits for its leader, and the leader for
+/// a follower, before giving up on it.
+const DEFAULT_SYNC_LIMIT: u32 = 20;
 
 /// Debian's `zookeeper` package (3.8).
 const JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -32,16 +39,54 @@ impl ZooKeeperServer {
 
     /// An ensemble of `servers` servers, once every one serves.
     pub fn ensemble(servers: usize) -> Vec<Self> {
+        let ports = crate::free_ports(3 * servers);
+        let quorum: Vec<u16> = ports.chunks(3).map(|p| p[1]).collect();
+        Self::ensemble_on(&ports, DEFAULT_SYNC_LIMIT, |_, to| quorum[to])
+    }
+
+    /// An ensemble of `servers` servers in which each server reaches each
+    /// other's quorum port through a [`DelayProxy`] of its own, so that a
+    /// test can cut one follower off from its leader and leave the rest
+    /// whole. A follower waits `sync_limit` ticks (of 100 ms) for its
+    /// leader before it gives up on it and stops serving clients.
+    pub async fn ensemble_with_links(servers: usize, sync_limit: u32) -> (Vec<Self>, QuorumLinks) {
+        let ports = crate::free_ports(3 * servers);
+        let mut links = HashMap::new();
+        for from in 0..servers {
+            for to in (0..servers).filter(|&to| to != from) {
+                let proxy = DelayProxy::start(ports[3 * to + 1]).await;
+                links.insert((from, to), proxy);
+            }
+        }
+        let through: HashMap<(usize, usize), u16> = links
+            .iter()
+            .map(|(&link, proxy)| (link, proxy.port()))
+            .collect();
+        // Starting blocks (a JVM per server) while the proxies run here.
+        let started = tokio::task::spawn_blocking(move || {
+            let port = |from: usize, to: usize| match through.get(&(from, to)) {
+                Some(&proxy) => proxy,
+                None => ports[3 * to + 1],
+            };
+            Self::ensemble_on(&ports, sync_limit, port)
+        });
+        let all = started.await.expect("ZooKeeper ensemble start");
+        (all, QuorumLinks { links })
+    }
+
+    /// The servers on `ports` (client, quorum and election port of each),
+    /// server `from` reaching the quorum port of server `to` at
+    /// `quorum_port(from, to)`.
+    fn ensemble_on(
+        ports: &[u16],
+        sync_limit: u32,
+        quorum_port: impl Fn(usize, usize) -> u16,
+    ) -> Vec<Self> {
         assert!(
             std::path::Path::new(JAR).exists(),
             "ZooKeeper is not installed: run scripts/test, or apt-get install zookeeper"
         );
-        let ports = crate::free_ports(3 * servers);
-        let peers: Vec<String> = ports
-            .chunks(3)
-            .enumerate()
-            .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{}", i + 1, p[1], p[2]))
-            .collect();
+        let servers = ports.len() / 3;
         let mut all: Vec<ZooKeeperServer> = ports
             .chunks(3)
             .enumerate()
@@ -52,7 +97,7 @@ impl ZooKeeperServer {
                 // A tick of 100 ms: sessions of 200 ms to 60 s. No fsync of
                 // the transaction log (its directory is in memory anyway).
                 let mut config = format!(
-                    "tickTime=100\ninitLimit=100\nsyncLimit=20\nforceSync=no\ndataDir={}\nclientPort={}\n\
+                    "tickTime=100\ninitLimit=100\nsyncLimit={sync_limit}\nforceSync=no\ndataDir={}\nclientPort={}\n\
                      clientPortAddress=127.0.0.1\nmaxSessionTimeout=60000\n\
                      admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,mntr,cons\n",
                     data.display(),
@@ -60,8 +105,11 @@ impl ZooKeeperServer {
                 );
                 if servers > 1 {
                     std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("myid");
-                    config.push_str(&peers.join("\n"));
-                    config.push('\n');
+                    for (to, peer) in ports.chunks(3).enumerate() {
+                        let quorum = if to == i { peer[1] } else { quorum_port(i, to) };
+                        let line = format!("server.{}=127.0.0.1:{quorum}:{}\n", to + 1, peer[2]);
+                        config.push_str(&line);
+                    }
                 }
                 std::fs::write(dir.path().join("zoo.cfg"), config).expect("zoo.cfg");
                 ZooKeeperServer {
@@ -190,5 +238,21 @@ impl Drop for ZooKeeperServer {
             crate::send_signal(pid, libc::SIGCONT);
         }
         self.kill();
+    }
+}
+
+/// The quorum links of an ensemble made by
+/// [`ZooKeeperServer::ensemble_with_links`]: one proxy for each server's
+/// connections to each other's quorum port.
+pub struct QuorumLinks {
+    links: HashMap<(usize, usize), DelayProxy>,
+}
+
+impl QuorumLinks {
+    /// The proxy through which server `from` (its index in the ensemble)
+    /// reaches server `to`'s quorum port: a follower's connection to its
+    /// leader goes through `between(follower, leader)`.
+    pub fn between(&self, from: usize, to: usize) -> &DelayProxy {
+        &self.links[&(from, to)]
     }
 }

@@ -9,6 +9,8 @@ use std::time::Duration;
 use lock_core::{LockError, Locker};
 use lock_testkit::{TestStore, ZooKeeperServer};
 
+use tokio::time::Instant;
+
 use crate::conformance::SLACK;
 
 async fn locker(server: &ZooKeeperServer, ttl: Duration) -> Locker {
@@ -142,4 +144,44 @@ async fn a_waiter_sends_nothing_but_pings_while_it_waits() {
         .unwrap()
         .unwrap();
     next.release().await.unwrap();
+}
+
+/// A renewal round through a follower cut off from its leader, while the
+/// session expires on the leader: the follower still finds the node in
+/// its own copy, but the `sync` that goes first gets no answer, so the
+/// loss is told at the lease's end instead of a stale read being trusted;
+/// and a Locker on the leader's side takes the key once the session has
+/// expired there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_cut_off_from_its_leader_does_not_renew() {
+    let ttl = Duration::from_secs(1);
+    // A follower trusts its leader for 6 s, far past the session.
+    let (servers, links) = ZooKeeperServer::ensemble_with_links(3, 60).await;
+    let leader = (0..3).find(|&i| servers[i].leads()).expect("a leader");
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let cut_off = Locker::builder()
+        .ttl(ttl)
+        .timeout(Duration::from_millis(300))
+        .zookeeper(&servers[follower].address())
+        .await
+        .expect("connect to the follower");
+    let guard = cut_off.lock("stale").await.unwrap();
+    let link = links.between(follower, leader);
+    link.hold();
+    link.hold_replies();
+    let cut = Instant::now();
+    let lost = tokio::time::timeout(ttl + SLACK, guard.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "still held {:?} after the cut: renewed on the follower's stale copy",
+        cut.elapsed()
+    );
+    let other = Locker::builder()
+        .zookeeper(&servers[leader].address())
+        .await
+        .expect("connect to the leader");
+    let taken = other.lock("stale").wait(Duration::from_secs(5)).await;
+    let taken = taken.expect("the session never expired on the leader");
+    taken.release().await.unwrap();
+    link.release();
 }
