@@ -10,8 +10,10 @@
 //!   read-write lock against the plain lock (target: at least 4x), and the
 //!   same workload on tokio's in-process `Mutex` and `RwLock` with no store,
 //!   the ceiling of what the read-write split can gain here;
-//! - **C8 fair**: 8 Lockers (as 8 processes) of one task each on one key,
-//!   1 ms held: the fair lock against the plain lock, with the handoff
+//! - **C8 fair**, **C8m fair** and **W1000 fair**: 8 Lockers (as 8
+//!   processes) of one task each, 2 Lockers of 4 tasks each, and one
+//!   Locker of 1000 tasks, on one key, 1 ms held: the fair lock against
+//!   the plain lock, with the handoff
 //!   (from the start of a release to the next holder's grant) against a
 //!   lock request's round trip measured in the same run, and the spread: the fewest acquisitions of a task over the
 //!   most (1.0: all served alike; target: at least 0.9).
@@ -227,6 +229,20 @@ async fn main() {
             Kind::Fair,
             "fair lock",
         ),
+        (
+            "C8m: 2 Lockers of 4 tasks, 1 ms held",
+            8,
+            2,
+            Kind::Fair,
+            "fair lock",
+        ),
+        (
+            "W1000: 1 Locker of 1000 tasks, 1 ms held",
+            1000,
+            1,
+            Kind::Fair,
+            "fair lock",
+        ),
     ];
     let mut spreads = Vec::new();
     for (n, (workload, tasks, lockers, kind, label)) in rows.into_iter().enumerate() {
@@ -243,7 +259,8 @@ async fn main() {
             family.commands
         );
         if matches!(kind, Kind::Fair) {
-            spreads.push((plain, family));
+            let workload = workload.split(':').next().unwrap_or(workload);
+            spreads.push((workload, plain, family));
         }
     }
     let (mutex, rwlock) = in_process_ceiling(8, 10).await;
@@ -257,12 +274,12 @@ async fn main() {
         "Round trips: PING {ping:?}, lock request {trip:?} (a handoff is at least two: a release and an acquire)."
     );
     println!();
-    println!("| C8 | handoff p50 | in lock round trips | spread (fewest / most per task) |");
-    println!("|---|---|---|---|");
-    for (plain, fair) in spreads {
+    println!("| workload | subject | handoff p50 | in lock round trips | spread (fewest / most per task) |");
+    println!("|---|---|---|---|---|");
+    for (workload, plain, fair) in spreads {
         for (label, m) in [("plain lock", plain), ("fair lock", fair)] {
             println!(
-                "| {label} | {:?} | {:.1} | {:.2} |",
+                "| {workload} | {label} | {:?} | {:.1} | {:.2} |",
                 m.handoff,
                 m.handoff.as_secs_f64() / trip.as_secs_f64(),
                 m.spread
