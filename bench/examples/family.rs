@@ -274,7 +274,9 @@ async fn main() {
         "Round trips: PING {ping:?}, lock request {trip:?} (a handoff is at least two: a release and an acquire)."
     );
     println!();
-    println!("| workload | subject | handoff p50 | in lock round trips | spread (fewest / most per task) |");
+    println!(
+        "| workload | subject | handoff p50 | in lock round trips | spread (fewest / most per task) |"
+    );
     println!("|---|---|---|---|---|");
     for (workload, plain, fair) in spreads {
         for (label, m) in [("plain lock", plain), ("fair lock", fair)] {
