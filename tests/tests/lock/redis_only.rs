@@ -979,8 +979,10 @@ async fn batched_renewals_tell_only_the_lost_lease() {
     assert!(guards.iter().all(|g| g.is_held()), "another lease was lost");
     let renewals = LOCKS * 2;
     let calls = command_calls(&mut conn, "evalsha").await - calls;
+    // One call per renewal unbatched; about 50 alone, and up to 107 seen
+    // beside 8 other tests (a loaded process splits the ticks' batches).
     assert!(
-        calls < renewals as u64 / 4,
+        calls < renewals as u64 / 2,
         "{calls} script calls for about {renewals} renewals"
     );
     for guard in guards {
