@@ -32,3 +32,26 @@ pub async fn bind(default_port: u16) -> std::io::Result<tokio::net::TcpListener>
     };
     tokio::net::TcpListener::bind(("127.0.0.1", port)).await
 }
+
+/// The documents beside the code, whose Rust blocks run as doc tests here
+/// (this crate depends on everything they use), so that no example rots.
+#[cfg(doctest)]
+pub mod documents {
+    #[doc = include_str!("../../README.md")]
+    pub struct Readme;
+
+    #[doc = include_str!("../../SECURITY.md")]
+    pub struct Security;
+
+    #[doc = include_str!("../../CONTRIBUTING.md")]
+    pub struct Contributing;
+
+    #[doc = include_str!("../../docs/locks.md")]
+    pub struct Locks;
+
+    #[doc = include_str!("../../docs/stores.md")]
+    pub struct Stores;
+
+    #[doc = include_str!("../../docs/guarantees.md")]
+    pub struct Guarantees;
+}

@@ -231,7 +231,7 @@ pub enum LockError {
     /// wrote, which this one cannot read. The value is left alone, never
     /// taken as free or as lost. Every instance of an application that
     /// shares a store must agree on the format: finish rolling out one
-    /// lock-core version (see the README's compatibility rule).
+    /// lock-core version (see "Versions of one fleet" in docs/guarantees.md).
     #[error("lock `{key}` is stored in format {stored}; this lock-core reads format {ours}")]
     UnknownFormat {
         /// The user key.

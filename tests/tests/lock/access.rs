@@ -1,5 +1,5 @@
 //! The least a Redis ACL user needs to run every kind of lock: the rule the
-//! README gives operators, checked against a real server.
+//! store guide gives operators (docs/stores.md), checked against a real server.
 
 use std::time::Duration;
 
@@ -7,7 +7,7 @@ use lock_core::fence::RedisFence;
 use lock_core::{LockError, Locker};
 use lock_testkit::{ClusterSet, RedisServer};
 
-/// The README's rule for the user of a Locker in namespace `lock`, after
+/// The store guide's rule for the user of a Locker in namespace `lock`, after
 /// `on >password`.
 const RULE: &[&str] = &[
     "resetkeys",
@@ -36,7 +36,7 @@ const RULE: &[&str] = &[
     "+hlen",
 ];
 
-/// What the README adds to [`RULE`] on a Redis Cluster (and `+wait`, for
+/// What the store guide adds to [`RULE`] on a Redis Cluster (and `+wait`, for
 /// `replicas(..)`).
 const CLUSTER_RULE: &[&str] = &[
     "+spublish",
@@ -131,7 +131,7 @@ async fn a_grant_missing_inside_a_script_is_permission_denied() {
 }
 
 /// Every kind of lock as an ACL user on a Redis Cluster, with the
-/// README's rule plus [`CLUSTER_RULE`] set on every node: waiters woken
+/// store guide's rule plus [`CLUSTER_RULE`] set on every node: waiters woken
 /// through shard channels (and unsubscribed after), replica confirmation
 /// through `WAIT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -201,7 +201,7 @@ async fn history_has_one_holder_at_a_time_and_rising_tokens_across_clock_offsets
 /// A master restarted without persistence forgets the leases it held; a
 /// holder on all three masters still has a majority, so nobody else gets
 /// the lock meanwhile. (A holder on a bare majority would not: the
-/// README's rule is to keep a restarted master out for one ttl.)
+/// store guide's rule (docs/stores.md) is to keep a restarted master out for one ttl.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_restarted_master_does_not_let_a_second_owner_in() {
     let mut masters = start(3);
