@@ -13,10 +13,10 @@
 //! - **C8 fair**, **C8m fair** and **W1000 fair**: 8 Lockers (as 8
 //!   processes) of one task each, 2 Lockers of 4 tasks each, and one
 //!   Locker of 1000 tasks, on one key, 1 ms held: the fair lock against
-//!   the plain lock, with the handoff
-//!   (from the start of a release to the next holder's grant) against a
-//!   lock request's round trip measured in the same run, and the spread: the fewest acquisitions of a task over the
-//!   most (1.0: all served alike; target: at least 0.9).
+//!   the plain lock, with the handoff (from the start of a release to the
+//!   next holder's grant) against a lock request's round trip measured in
+//!   the same run, and the spread: the fewest acquisitions of a task over
+//!   the most (1.0: all served alike).
 //!
 //! Each row prints acquisitions per second and the lock commands the server
 //! got per acquisition (`EVALSHA`, `SUBSCRIBE`, ... from `INFO

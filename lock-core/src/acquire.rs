@@ -186,8 +186,8 @@ impl Acquisition {
             };
             return self.contend(head).await;
         }
-        // The other kinds have lines of their own (see `KindLines`): one
-        // task at a time asks the store, and hands the turn on once granted.
+        // Every kind has lines of its own (see `KindLines`): one task at a
+        // time asks the store.
         let turn = self.take_turn(inner.lines_of(self.claim), started).await?;
         let head = Head {
             turn: Local::Turn(turn),
@@ -286,7 +286,7 @@ impl Acquisition {
                             // this process asks the store at once (a writer
                             // to mark the key before readers pass it).
                             drop(turn);
-                            HeldTurn::Shared
+                            HeldTurn::HandedOn
                         }
                     };
                     let guard = self.hold(Taken {

@@ -107,8 +107,8 @@ impl LockerBuilder {
     }
 
     /// Bound on tasks of this process waiting in one key's local line
-    /// (default 100 000; a key's plain lock, semaphore and striped lock
-    /// each have a line); past it, acquires fail at once with
+    /// (default 100 000; a key's plain lock, reads, writes, semaphore and
+    /// striped lock each have a line); past it, acquires fail at once with
     /// [`LockError::TooManyWaiters`].
     pub fn max_waiters_per_key(mut self, max: usize) -> Self {
         self.config.max_waiters_per_key = max;

@@ -55,7 +55,8 @@ pub(crate) enum Status {
 pub(crate) struct LeaseState {
     /// The store the lease is in.
     backend: Arc<dyn Backend>,
-    /// The local lines of the Locker that took it (its turn is in one).
+    /// The plain-lock lines of the Locker that took it (where a plain
+    /// lock's turn is).
     lines: Arc<Lines>,
     /// Which Locker took it (a task's scope is reentrant per Locker).
     pub(crate) locker_id: u64,
@@ -254,7 +255,7 @@ impl LeaseState {
             Some(HeldTurn::Owned(turn)) => drop(turn),
             Some(HeldTurn::Placed(place)) => drop(place),
             Some(HeldTurn::InLine) => self.lines.leave(&self.keys),
-            Some(HeldTurn::Shared) | None => {}
+            Some(HeldTurn::HandedOn) | None => {}
         }
     }
 

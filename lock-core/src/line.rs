@@ -1,10 +1,11 @@
-//! The process-local line in front of the store (the seed's local lock).
+//! The process-local line in front of the store.
 //!
 //! Tasks of one process that want the same key line up FIFO here, and only
 //! the one whose turn it is talks to the store; the others wait without
-//! any traffic. A task keeps its turn while it holds the lease, so when it
-//! releases, the next local task contends at once. The turn passes on when
-//! the lease is released or lost.
+//! any traffic. A plain lock's holder keeps its turn while it holds the
+//! lease, so when it releases, the next local task contends at once; the
+//! turn passes on when the lease is released or lost. The other kinds hand
+//! the turn on once granted (see `KindLines`).
 
 use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,8 +52,8 @@ struct Line {
     waiting: AtomicUsize,
 }
 
-/// The turn for one key, held while contending and while the lease is
-/// held; dropping it hands the turn to the next waiter or ends the line.
+/// The turn for one key, held while contending (and, for a plain lock,
+/// while the lease is held); dropping it hands the turn to the next waiter or ends the line.
 #[derive(Debug)]
 pub(crate) struct Turn {
     lines: Arc<Lines>,
@@ -67,9 +68,8 @@ pub(crate) enum HeldTurn {
     /// The turn of the lease's keys in its Locker's lines, freed through
     /// the lines (no reference of its own to keep).
     InLine,
-    /// None: a claim that holders share (and a write) hands its turn on
-    /// once granted.
-    Shared,
+    /// None: every kind but the plain lock hands its turn on once granted.
+    HandedOn,
     /// A fair request's place (it takes no turn: see [`Places`]).
     ///
     /// [`Places`]: crate::places::Places

@@ -88,7 +88,8 @@ impl LockerInner {
 }
 
 /// The local lines of the kinds of lock other than the plain and the fair
-/// lock, each apart from the others as their stored locks are. In each, one
+/// lock, one per kind (reads and writes apart, so that a writer is not held
+/// back in its process behind a waiting reader). In each, one
 /// task at a time asks the store and hands the turn on once granted, so
 /// that the next asks at once: readers share; a writer behind another (or
 /// behind a reader) of its own Locker marks the key in the store for
@@ -408,8 +409,10 @@ impl Locker {
         }
     }
 
-    /// Number of keys this Locker currently holds or waits for (a
-    /// semaphore or striped key: while a task of it waits).
+    /// Number of local lines open: one per key whose plain lock a task of
+    /// this Locker holds or waits for, one per key and kind a task waits
+    /// for (reads, writes, permits, segments), and one per key with fair
+    /// requests.
     pub fn local_lines(&self) -> usize {
         let shared: usize = self.inner.kind_lines.all().map(|l| l.open_lines()).sum();
         self.inner.lines.open_lines() + shared + self.inner.fair.open()

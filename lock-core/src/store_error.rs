@@ -216,7 +216,7 @@ impl From<redis::RedisError> for StoreError {
             _ => None,
         };
         if let Some(refusal) = refusal {
-            return StoreError::refused(refusal, err);
+            return StoreError::refused(refusal, RedisCause(err));
         }
         let transient = match err.code() {
             Some(code) => TRANSIENT_ANSWERS.contains(&code),
@@ -229,7 +229,7 @@ impl From<redis::RedisError> for StoreError {
         let unknown =
             (err.is_timeout() || err.is_connection_dropped() || err.kind() == ErrorKind::Parse)
                 && !err.is_connection_refusal();
-        let error = StoreError::new(err, unknown);
+        let error = StoreError::new(RedisCause(err), unknown);
         if transient {
             error
         } else {
@@ -238,6 +238,25 @@ impl From<redis::RedisError> for StoreError {
                 ..error
             }
         }
+    }
+}
+
+/// A Redis error as a cause. Its own cause is left out where it only repeats
+/// its message, as an I/O error's does: a chain printed cause by cause then
+/// names "connection refused" once.
+#[derive(Debug)]
+struct RedisCause(redis::RedisError);
+
+impl fmt::Display for RedisCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for RedisCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let source = std::error::Error::source(&self.0)?;
+        (source.to_string() != self.0.to_string()).then_some(source)
     }
 }
 
@@ -348,5 +367,18 @@ mod tests {
         assert!(refused.is_transient() && !refused.outcome_unknown());
         let config = redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, "bad"));
         assert!(!StoreError::from(config).is_transient());
+    }
+
+    #[test]
+    fn a_cause_that_repeats_its_message_is_left_out() {
+        let refused = redis::RedisError::from(std::io::Error::from_raw_os_error(111));
+        let error = StoreError::from(refused);
+        let mut chain = Vec::new();
+        let mut cause = std::error::Error::source(&error);
+        while let Some(next) = cause {
+            chain.push(next.to_string());
+            cause = next.source();
+        }
+        assert_eq!(chain, ["Connection refused (os error 111)"]);
     }
 }

@@ -11,7 +11,6 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::DelayProxy;
-
 use crate::process::{server_started, wait_ready};
 
 /// How long servers may take to start (a JVM) and form a quorum.
@@ -40,8 +39,7 @@ impl ZooKeeperServer {
     /// An ensemble of `servers` servers, once every one serves.
     pub fn ensemble(servers: usize) -> Vec<Self> {
         let ports = crate::free_ports(3 * servers);
-        let quorum: Vec<u16> = ports.chunks(3).map(|p| p[1]).collect();
-        Self::ensemble_on(&ports, DEFAULT_SYNC_LIMIT, |_, to| quorum[to])
+        Self::ensemble_on(&ports, DEFAULT_SYNC_LIMIT, |_, to| ports[3 * to + 1])
     }
 
     /// An ensemble of `servers` servers in which each server reaches each

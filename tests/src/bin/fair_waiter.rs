@@ -6,7 +6,6 @@
 //! <token>` and releases. It exits once all were served. A `rediss://`
 //! store is trusted through the certificate authority in `ca-file`.
 
-use std::io::Write;
 use std::time::Duration;
 
 use lock_core::Locker;
@@ -39,11 +38,7 @@ async fn main() {
                 .ttl(ttl)
                 .wait(Duration::from_secs(60));
             let guard = request.await.expect("acquire");
-            // One line in one write: tasks of this process print at once.
-            let line = format!("{served} {}\n", guard.token());
-            std::io::stdout()
-                .write_all(line.as_bytes())
-                .expect("stdout");
+            println!("{served} {}", guard.token());
             guard.release().await.expect("release");
         }));
         // A request is counted once it has its turn to send, so the next

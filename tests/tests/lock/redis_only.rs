@@ -947,7 +947,7 @@ async fn record_a_leading_token(
 }
 
 /// Renewals due on one tick share script calls: 200 held locks renew in
-/// far fewer calls than renewals, and the one whose lease was taken away
+/// fewer than half as many calls as renewals, and the one whose lease was taken away
 /// is told lost while every other stays held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_renewals_tell_only_the_lost_lease() {

@@ -1,7 +1,9 @@
 //! Failovers under Sentinel: 1 master, 2 replicas and 3 sentinels (quorum
 //! 2). Locks acknowledged by a replica (`replicas(1, ..)`) live through a
 //! failover, renewals and waiters follow the new master, new acquires
-//! work on it once the sentinels name it, and tokens keep rising.
+//! work on it once the sentinels name it, and tokens keep rising. A
+//! failover the Locker did not hear of is found by a broken connection, a
+//! `READONLY` answer or an unanswered request.
 
 use std::time::Duration;
 
@@ -337,7 +339,7 @@ async fn through_proxies(set: &SentinelSet, bound: Duration) -> (Locker, Vec<Del
     }
     let hosts: Vec<String> = proxies
         .iter()
-        .map(|proxy| proxy.url().replace("redis://", ""))
+        .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
         .collect();
     let url = format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","));
     let locker = Locker::builder().timeout(bound).redis(&url).await.unwrap();

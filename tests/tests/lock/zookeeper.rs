@@ -2,13 +2,13 @@
 //! (which runs on a standalone server too): the session timeout is the
 //! ttl granted, a connection lost for less than the session keeps the
 //! locks, an expired session is told on every guard in it, waiting without
-//! requests, and `zk://` URLs.
+//! requests, `zk://` URLs, and a follower cut off from its leader is not
+//! trusted to renew.
 
 use std::time::Duration;
 
 use lock_core::{LockError, Locker};
 use lock_testkit::{TestStore, ZooKeeperServer};
-
 use tokio::time::Instant;
 
 use crate::conformance::SLACK;
@@ -166,6 +166,8 @@ async fn a_follower_cut_off_from_its_leader_does_not_renew() {
         .await
         .expect("connect to the follower");
     let guard = cut_off.lock("stale").await.unwrap();
+    // Held, not cut: a cut link makes the follower drop its clients at
+    // once, and the stale read under test would never happen.
     let link = links.between(follower, leader);
     link.hold();
     link.hold_replies();

@@ -170,15 +170,15 @@ pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore
 /// process's requests together, not one per process in turn. The order is
 /// read from the tokens, which rise in grant order.
 pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
-    let holder = store.locker().await;
-    let Some(_) = store.process_url() else {
+    let Some(url) = store.process_url() else {
         return; // A store in this process: no other process reaches it.
     };
+    let holder = store.locker().await;
     let held = holder.fair_lock("fifo").await.unwrap();
     let mut tickets = waiters(&holder, "fifo").await;
     let mut processes = Vec::new();
     for name in ["a", "b", "c"] {
-        let mut waiter = fair_waiter(&store, "fifo", name, 4, Duration::from_secs(30));
+        let mut waiter = fair_waiter(&url, "fifo", name, 4, Duration::from_secs(30));
         assert_eq!(waiter.line(), "lined up");
         // Every task's own ticket (none waits behind another in its process).
         tickets += 4;
@@ -212,13 +212,13 @@ pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
 pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(store: TestStore) {
     // etcd's shortest lease.
     let ttl = Duration::from_secs(2);
-    let holder = store.locker().await;
-    let Some(_) = store.process_url() else {
+    let Some(url) = store.process_url() else {
         return; // A store in this process: no other process reaches it.
     };
+    let holder = store.locker().await;
     let held = holder.fair_lock("line").await.unwrap();
     let tickets = waiters(&holder, "line").await;
-    let mut dead = fair_waiter(&store, "line", "dead", 1, ttl);
+    let mut dead = fair_waiter(&url, "line", "dead", 1, ttl);
     assert_eq!(dead.line(), "lined up");
     waiters_reach(&holder, "line", tickets + 1).await;
     dead.kill();
@@ -246,18 +246,25 @@ pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(st
     super::store_is_empty(&store).await;
 }
 
-/// A `fair_waiter` process with `tasks` tasks on `key` of `store`, each
-/// printing `<name><i> <token>` when served.
-fn fair_waiter(store: &TestStore, key: &str, name: &str, tasks: u32, ttl: Duration) -> Process {
-    let (url, ca) = store.process_url().expect("a store other processes reach");
+/// A `fair_waiter` process with `tasks` tasks on `key` of the store at
+/// `url` ([`TestStore::process_url`]), each printing `<name><i> <token>`
+/// when served.
+fn fair_waiter(
+    url: &(String, Option<std::path::PathBuf>),
+    key: &str,
+    name: &str,
+    tasks: u32,
+    ttl: Duration,
+) -> Process {
+    let (url, ca) = url;
     let mut args = vec![
-        url,
+        url.clone(),
         key.into(),
         name.into(),
         tasks.to_string(),
         ttl.as_millis().to_string(),
     ];
-    args.extend(ca.map(|ca| ca.display().to_string()));
+    args.extend(ca.as_ref().map(|ca| ca.display().to_string()));
     Process::spawn(env!("CARGO_BIN_EXE_fair_waiter"), &args)
 }
 

@@ -188,10 +188,11 @@ pub async fn a_writer_behind_a_waiting_reader_of_its_locker_keeps_later_readers_
     // Refused, then asked again once subscribed: it waits in the store.
     counts.acquires_reach(asked + 2).await;
     tasks.push(request(&hosting, true, "writer"));
-    // The writer's own refusal; a writer held back in its process never
-    // asks, and the order below tells.
-    let asked_twice = counts.acquires_reach(asked + 3);
-    let _ = tokio::time::timeout(Duration::from_secs(5), asked_twice).await;
+    // The writer asks at once, although a reader of its Locker waits.
+    let writer_asked = counts.acquires_reach(asked + 3);
+    tokio::time::timeout(Duration::from_secs(5), writer_asked)
+        .await
+        .expect("the writer did not ask the store while a reader of its Locker waited");
     let asked = late_counts.acquires();
     tasks.push(request(&late, false, "later reader"));
     late_counts.acquires_reach(asked + 1).await;
