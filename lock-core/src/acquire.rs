@@ -13,16 +13,17 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
+use crate::backend::retry::Outage;
 use crate::backend::{Attempt, Claim, Grant};
+use crate::deadline::deadline_after;
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{LeaseParts, LeaseState, Status, deadline_after};
+use crate::lease::{LeaseParts, LeaseState, Status};
 use crate::line::{HeldTurn, Lines, NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::places::Place;
-use crate::retry::Outage;
 use crate::store_error::StoreError;
 use crate::subscription::Subscription;
 use crate::undo::UndoOnDrop;

@@ -311,3 +311,26 @@ impl LockerBuilder {
         Ok(Locker::from_parts(Arc::new(backend), config))
     }
 }
+
+/// The shortest ways to a Locker, and the way to the builder.
+impl Locker {
+    /// A Locker on the embedded in-process backend, with default settings.
+    pub fn memory() -> Locker {
+        Locker::from_parts(Arc::new(MemoryBackend::new()), Config::default())
+    }
+
+    /// A Locker on the Redis server at `url`, with default settings.
+    ///
+    /// Fails with [`LockError::Unavailable`] if the server cannot be reached
+    /// within the default timeout (2 s), and with a variant of its own for
+    /// what no retry fixes (a bad URL, credentials, access rules): see
+    /// [`LockerBuilder::redis`].
+    pub async fn redis(url: &str) -> Result<Locker, LockError> {
+        Locker::builder().redis(url).await
+    }
+
+    /// A builder for namespace, defaults, timeouts and bounds.
+    pub fn builder() -> LockerBuilder {
+        LockerBuilder::new()
+    }
+}

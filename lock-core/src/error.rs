@@ -4,8 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::backend::Claim;
-use crate::lease::LossReason;
+use crate::claim::Claim;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
@@ -319,10 +318,10 @@ impl LockError {
                 asked,
                 stored,
             },
-            Some(Refusal::UnknownFormat(stored)) => LockError::UnknownFormat {
+            Some(Refusal::UnknownFormat { stored, ours }) => LockError::UnknownFormat {
                 key: Self::shown(key),
                 stored,
-                ours: crate::backend::redis::STORED_FORMAT,
+                ours,
             },
             None => LockError::Unavailable {
                 key: Self::shown(key),
@@ -390,3 +389,26 @@ impl fmt::Display for Operation {
 
 #[cfg(test)]
 mod tests;
+
+/// Why a lease counts as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// No renewal was confirmed before the local deadline (store down or
+    /// slow, or this process paused).
+    NotRenewedInTime,
+    /// The store answered that the lock is gone or has another owner.
+    OwnerChanged,
+    /// The maximum hold time was reached, so renewals stopped.
+    MaxHoldTimeReached,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LossReason::NotRenewedInTime => "no renewal was confirmed before the lease ran out",
+            LossReason::OwnerChanged => "the store no longer has this owner on the lock",
+            LossReason::MaxHoldTimeReached => "the maximum hold time was reached",
+        })
+    }
+}

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::error::LossReason;
 use crate::error::{LockError, Operation};
-use crate::lease::LossReason;
 use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;

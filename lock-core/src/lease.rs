@@ -11,38 +11,16 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::backend::retry;
 use crate::backend::{Backend, Claim};
-use crate::error::LockError;
+use crate::deadline::drift;
+use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
 use crate::line::{HeldTurn, Lines};
 use crate::owner::Owner;
-use crate::retry;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 use crate::watchdog::Control;
-
-/// Why a lease counts as lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// No renewal was confirmed before the local deadline (store down or
-    /// slow, or this process paused).
-    NotRenewedInTime,
-    /// The store answered that the lock is gone or has another owner.
-    OwnerChanged,
-    /// The maximum hold time was reached, so renewals stopped.
-    MaxHoldTimeReached,
-}
-
-impl fmt::Display for LossReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LossReason::NotRenewedInTime => "no renewal was confirmed before the lease ran out",
-            LossReason::OwnerChanged => "the store no longer has this owner on the lock",
-            LossReason::MaxHoldTimeReached => "the maximum hold time was reached",
-        })
-    }
-}
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,17 +53,6 @@ pub(crate) struct LeaseState {
     loss: Notify,
     turn: Mutex<Option<HeldTurn>>,
     watchdog: Mutex<Control>,
-}
-
-/// The margin kept off a lease's local deadline for clock drift between
-/// this host and the store (RedLock's 1% + 2 ms).
-pub(crate) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// The local deadline of a lease of `ttl` whose request was sent at `sent`.
-pub(crate) fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl.saturating_sub(drift(ttl))
 }
 
 /// What a new lease is made of.

@@ -101,7 +101,9 @@ mod acquire;
 pub mod axum;
 pub mod backend;
 mod builder;
+mod claim;
 mod connect;
+mod deadline;
 mod error;
 pub mod fence;
 mod future;
@@ -113,10 +115,10 @@ mod lease;
 mod line;
 mod locker;
 mod multi;
+mod operators;
 mod owner;
 mod places;
 mod request;
-mod retry;
 mod scope;
 mod sharded;
 mod store_error;
@@ -128,13 +130,13 @@ mod watchdog;
 
 pub use backend::Backend;
 pub use builder::LockerBuilder;
-pub use error::{LockError, Operation};
+pub use error::{LockError, LossReason, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
 pub use inspect::{Holder, Inspection};
 pub use keys::{MAX_KEY_LEN, StoredKeys};
-pub use lease::{Lease, LossReason};
+pub use lease::Lease;
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 pub use locker::{

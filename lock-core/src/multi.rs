@@ -20,9 +20,10 @@ use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use crate::error::LockError;
+use crate::error::LossReason;
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
-use crate::lease::{LossReason, Status};
+use crate::lease::Status;
 use crate::locker::Locker;
 use crate::scope;
 use crate::token::FencingToken;
@@ -266,5 +267,20 @@ impl fmt::Debug for MultiGuard {
             .field("tokens", &self.tokens().collect::<Vec<_>>())
             .field("held", &self.is_held())
             .finish()
+    }
+}
+
+impl Locker {
+    /// A request for every key of `keys`, held together or not at all:
+    /// set options on the returned [`LockAllRequest`], then `.await` it
+    /// for a [`MultiGuard`](crate::MultiGuard).
+    ///
+    /// Keys are taken in one canonical order (sorted; duplicates collapse),
+    /// so tasks naming the same keys in different orders never deadlock
+    /// (as long as neither already holds one of them when it calls).
+    /// An empty set is [`LockError::InvalidKey`], as is any bad key, before
+    /// any store round trip.
+    pub fn lock_all<K: AsRef<str>>(&self, keys: impl IntoIterator<Item = K>) -> LockAllRequest {
+        LockAllRequest::new(self.clone(), keys)
     }
 }

@@ -149,3 +149,162 @@ impl IntoFuture for LockRequest {
 
 #[cfg(test)]
 mod tests;
+
+/// The requests for each kind of lock on one key.
+impl Locker {
+    /// A request for the lock on `key`; set `.ttl`, `.wait`, `.watchdog`
+    /// and await it. The key is checked and its stored names laid out here
+    /// (the request keeps no copy of `key`); an empty or over-long key is
+    /// [`LockError::InvalidKey`] when the request is awaited.
+    pub fn lock(&self, key: impl AsRef<str>) -> LockRequest {
+        LockRequest::new(self.clone(), key.as_ref())
+    }
+
+    /// A request for the fair lock on `key`: one holder at a time, granted
+    /// in the order the requests reached the store, across every process
+    /// and within one (there, in call order): each request takes its own
+    /// ticket in the store when it starts waiting, whether or not another
+    /// task of this Locker holds or waits for the key.
+    ///
+    /// A waiter's ticket is leased for the request's ttl and refreshed
+    /// while it waits: a waiter that gives up or is cancelled withdraws it
+    /// at once, a killed one's ticket lapses within its ttl, so a dead
+    /// waiter delays the queue by at most that. The fair lock and the plain lock
+    /// on one key are two locks that do not exclude each other.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.fair_lock("payouts").await?;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn fair_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Fair)
+    }
+
+    /// A request for the read lock on `key`: shared with other readers,
+    /// excluded by a writer ([`write_lock`](Self::write_lock)). A writer
+    /// waiting for the key blocks new readers, so a stream of readers
+    /// cannot starve writers.
+    ///
+    /// Readers and writers of a key draw from one token sequence: a
+    /// writer's token is above every token issued before it, readers'
+    /// included. Inside a scope holding the write lock of the key, a read
+    /// lock is granted at once (the write covers it).
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let a = locker.read_lock("catalog").await?;
+    /// let b = locker.read_lock("catalog").await?; // readers share
+    /// assert!(locker.write_lock("catalog").wait(std::time::Duration::ZERO).await.is_err());
+    /// a.release().await?;
+    /// b.release().await
+    /// # }
+    /// ```
+    pub fn read_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Read)
+    }
+
+    /// A request for the write lock on `key`: excludes readers and other
+    /// writers (see [`read_lock`](Self::read_lock)). Asked for inside a
+    /// scope holding the read lock of the key, it fails at once with
+    /// [`LockError::UpgradeWouldDeadlock`] instead of waiting for itself.
+    /// The read-write lock and the plain lock on one key are two locks.
+    pub fn write_lock(&self, key: impl AsRef<str>) -> LockRequest {
+        self.lock(key).claim(Claim::Write)
+    }
+
+    /// A request for one of `permits` leases on `key` (a semaphore): at most
+    /// `permits` holders at once across every process, each with its own
+    /// lease, watchdog and token. Set options on the returned
+    /// [`LockRequest`], then `.await` it.
+    ///
+    /// Every process must name the same `permits` for a key: a request
+    /// naming another number while permits are held fails with
+    /// [`LockError::SizeDisagrees`]. `permits` must be 1 to 1024
+    /// ([`LockError::InvalidConfig`], before any store round trip).
+    ///
+    /// A permit's token fences per holder, not per resource: two holders
+    /// of one semaphore hold at once, so a store fenced on one key would
+    /// reject the holder with the older token. Fence each holder's own
+    /// work, or use a lock per resource. A semaphore and a plain lock on
+    /// the same key do not exclude each other. Waiting tasks of one process
+    /// line up locally: the head asks the store, and hands its turn on as
+    /// soon as it is granted a permit.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let first = locker.semaphore("exports", 2).await?;
+    /// let second = locker.semaphore("exports", 2).await?;
+    /// assert!(locker.try_semaphore("exports", 2).await?.is_none()); // both in use
+    /// first.release().await?;
+    /// second.release().await
+    /// # }
+    /// ```
+    pub fn semaphore(&self, key: impl AsRef<str>, permits: u32) -> LockRequest {
+        self.lock(key).claim(Claim::Permit { of: permits })
+    }
+
+    /// Tries once for one of `permits` leases on `key`: `Ok(None)` when
+    /// all are held (see [`semaphore`](Self::semaphore)).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: see [`LockRequest`].
+    pub async fn try_semaphore(
+        &self,
+        key: impl AsRef<str>,
+        permits: u32,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.semaphore(key, permits).try_once().await
+    }
+
+    /// A request for any one free segment of `segments` on `key` (a striped
+    /// lock, as the inventory seed splits one item's stock into segments so
+    /// that one hot item does not serialise every order): it waits only
+    /// when every segment is held, and [`LockGuard::segment`] says which
+    /// one it got (the lowest free one). Each segment has one holder at a
+    /// time, with its own lease, watchdog and token.
+    ///
+    /// As with [`semaphore`](Self::semaphore), every process must name the
+    /// same `segments` for a key ([`LockError::SizeDisagrees`]), 1 to 1024,
+    /// and a process's waiters line up locally.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let a = locker.striped("stock:sku-7", 4).await?;
+    /// let b = locker.striped("stock:sku-7", 4).await?;
+    /// assert_eq!((a.segment(), b.segment()), (Some(0), Some(1)));
+    /// // take stock from segment `a.segment()` ...
+    /// a.release().await?;
+    /// b.release().await
+    /// # }
+    /// ```
+    pub fn striped(&self, key: impl AsRef<str>, segments: u32) -> LockRequest {
+        self.lock(key).claim(Claim::Segment { of: segments })
+    }
+
+    /// Tries once: `Ok(None)` when another owner (or another task of this
+    /// process) holds the lock.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: see [`LockRequest`].
+    pub async fn try_lock(&self, key: impl AsRef<str>) -> Result<Option<LockGuard>, LockError> {
+        self.lock(key).try_once().await
+    }
+}

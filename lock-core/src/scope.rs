@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use pin_project::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::backend::Claim;
+use crate::claim::Claim;
 use crate::lease::LeaseState;
 use crate::token::FencingToken;
 
@@ -138,4 +138,39 @@ fn find(matches: impl Fn(&LeaseState) -> bool) -> Option<Arc<LeaseState>> {
     })
     .ok()
     .flatten()
+}
+
+/// The current task's tokens, read from its locked scopes (kept here, so
+/// that a token stays a plain value that the stores can use).
+impl FencingToken {
+    /// The token of the innermost lock held by the current task's locked
+    /// scope (see [`LockGuard::scope`](crate::LockGuard::scope)), or `None`
+    /// outside any locked scope. Inside a multi-lock's scope holding
+    /// several keys it is `None`: use [`current_for`](Self::current_for).
+    pub fn current() -> Option<FencingToken> {
+        innermost_token()
+    }
+
+    /// The token of `key` (a user key, as given to
+    /// [`Locker::lock`](crate::Locker::lock)) if the current task's locked
+    /// scopes hold it (through any Locker), innermost first: each key's
+    /// token inside a [`MultiGuard::scope`](crate::MultiGuard::scope).
+    ///
+    /// ```
+    /// use lock_core::{FencingToken, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.lock("order:42").await?;
+    /// guard.scope(async {
+    ///     assert_eq!(FencingToken::current_for("order:42"), Some(guard.token()));
+    ///     assert_eq!(FencingToken::current_for("order:43"), None);
+    /// }).await;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn current_for(key: &str) -> Option<FencingToken> {
+        token_for(key)
+    }
 }

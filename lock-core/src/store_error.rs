@@ -60,9 +60,14 @@ pub enum Refusal {
     PasswordRequired,
     /// The store's access rules deny a command, key or channel.
     PermissionDenied,
-    /// The store holds a lock value of this format version (`0`: none),
-    /// which this client cannot read.
-    UnknownFormat(u32),
+    /// The store holds a lock value of format version `stored` (`0`:
+    /// none), which this client, reading format `ours`, cannot read.
+    UnknownFormat {
+        /// The version of the value in the store.
+        stored: u32,
+        /// The version this client reads and writes.
+        ours: u32,
+    },
     /// A semaphore's (or striped lock's) holders use `stored` permits (or
     /// segments); this client asked for `asked`.
     SizeDisagrees {
@@ -110,7 +115,7 @@ impl StoreError {
     }
 
     /// A request of a claim the store does not keep (not applied).
-    pub(crate) fn unsupported(claim: crate::backend::Claim) -> Self {
+    pub(crate) fn unsupported(claim: crate::claim::Claim) -> Self {
         StoreError::permanent(format!("this store does not keep {claim} locks"))
     }
 

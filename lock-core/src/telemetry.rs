@@ -16,8 +16,8 @@
 
 use tokio::time::Instant;
 
+use crate::error::LossReason;
 use crate::error::Operation;
-use crate::lease::LossReason;
 
 #[cfg(feature = "metrics")]
 mod enabled {

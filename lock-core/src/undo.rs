@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::acquire::Acquisition;
+use crate::backend::retry;
 use crate::owner::{self, Owner};
-use crate::retry;
 
 /// Releases by owner value in the background if dropped while an acquire
 /// with the current owner value may have taken the lock: one on its way

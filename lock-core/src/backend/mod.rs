@@ -24,7 +24,7 @@ use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
-mod claim;
+mod attempt;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod entries;
 #[cfg(feature = "etcd")]
@@ -32,10 +32,11 @@ mod etcd;
 pub mod memory;
 pub mod redis;
 mod redlock;
+pub(crate) mod retry;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
-pub use self::claim::{Attempt, Claim, Grant};
+pub use self::attempt::{Attempt, Grant};
 #[cfg(feature = "etcd")]
 pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
@@ -43,6 +44,7 @@ pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;
 #[cfg(feature = "zookeeper")]
 pub use self::zookeeper::ZooKeeperBackend;
+pub use crate::claim::Claim;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::lease::LossReason;
-use crate::lease::{LeaseState, deadline_after};
+use crate::deadline::deadline_after;
+use crate::error::LossReason;
+use crate::lease::LeaseState;
 
 /// How the watchdog treats one lease.
 #[derive(Debug, Clone, Copy)]

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
 use crate::backend::entries::{Leased, Round, RoundsTask};
-use crate::lease::drift;
+use crate::deadline::drift;
 use crate::store_error::StoreError;
 
 /// Bound on leases of distinct ttls at once: a ttl is configuration, but

@@ -24,7 +24,6 @@ use self::batch::{Batcher, Operation};
 use self::connection::Endpoint;
 pub use self::connection::RedisConnection;
 use self::pubsub::Hub;
-pub(crate) use self::replies::STORED_FORMAT;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
 use self::scripts::{
     ENTRY_RENEW_SCRIPT, FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT, PERMIT_ACQUIRE_SCRIPT,

@@ -20,7 +20,11 @@ pub(super) fn other_format(reply: &redis::Value) -> Option<StoreError> {
     // An unreadable version is still not ours.
     let stored = version.parse().unwrap_or(u32::MAX);
     let message = format!("a lock value of format {version}; this client reads {STORED_FORMAT}");
-    Some(StoreError::refused(Refusal::UnknownFormat(stored), message))
+    let refusal = Refusal::UnknownFormat {
+        stored,
+        ours: STORED_FORMAT,
+    };
+    Some(StoreError::refused(refusal, message))
 }
 
 /// Reads an acquire script's reply: the token's digits when taken, else
@@ -118,7 +122,13 @@ mod tests {
             }
         );
         let other = read(Value::BulkString(b"format:2".to_vec())).unwrap_err();
-        assert_eq!(other.refusal(), Some(&Refusal::UnknownFormat(2)));
+        assert_eq!(
+            other.refusal(),
+            Some(&Refusal::UnknownFormat {
+                stored: 2,
+                ours: STORED_FORMAT
+            })
+        );
         let queued = read(Value::BulkString(b"queued:250".to_vec())).unwrap();
         let remaining = Some(Duration::from_millis(250));
         assert_eq!(queued, Attempt::Queued { remaining });

@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use super::{MAX_RELEASES_LATER, RedLockBackend};
 use crate::backend::Claim;
+use crate::backend::retry::release_until;
 use crate::keys::StoredKeys;
-use crate::retry::release_until;
 
 impl RedLockBackend {
     /// After a release that stands (whose owner value is never used

@@ -2,14 +2,13 @@
 //! pauses between tries; [`Outage`], how long an acquisition waits through
 //! store errors; and [`release_until`], a release that keeps trying
 //! in the background (a key left locked after its holder let go would hold
-//! every waiter up for the rest of its ttl; the production lock in the
-//! seeds retries its unlock the same way).
+//! every waiter up for the rest of its ttl).
 
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::{Backend, Claim};
+use super::{Backend, Claim};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 

@@ -1,73 +1,13 @@
-//! What a lock asks of a store ([`Claim`]) and what the store answers
-//! ([`Attempt`], with a [`Grant`] when the lease is given).
+//! What a store answers to an acquisition: an [`Attempt`], with a
+//! [`Grant`] when the lease is given.
 
-use std::fmt;
 use std::time::Duration;
 
 use crate::token::FencingToken;
 
-/// What one acquisition asks for on a key.
-///
-/// A [`Backend`](super::Backend) says which claims it can keep
-/// ([`Backend::supports`](super::Backend::supports)); a lock asking a store
-/// for a claim it cannot keep fails with
-/// [`LockError::Unsupported`](crate::LockError::Unsupported) before any
-/// request is sent, never with a weaker lock in its place.
-///
-/// ```
-/// use lock_core::backend::Claim;
-///
-/// assert_eq!(Claim::Permit { of: 4 }.to_string(), "semaphore");
-/// assert!(Claim::Exclusive.is_exclusive());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Claim {
-    /// One holder at a time, in no particular order (the plain lock).
-    Exclusive,
-    /// One holder at a time, granted in the order requests reached the
-    /// store.
-    Fair,
-    /// Shared with other readers; excludes a writer.
-    Read,
-    /// Excludes readers and other writers.
-    Write,
-    /// One of `of` permits (a semaphore).
-    Permit {
-        /// How many holders the key admits at once.
-        of: u32,
-    },
-    /// Any one free segment of `of` (a striped lock).
-    Segment {
-        /// How many segments the key has.
-        of: u32,
-    },
-}
-
-impl Claim {
-    /// Whether the claim excludes every other holder of the key.
-    pub fn is_exclusive(self) -> bool {
-        matches!(self, Claim::Exclusive | Claim::Fair | Claim::Write)
-    }
-}
-
-/// The kind's name, as in "memory does not support fair locks".
-impl fmt::Display for Claim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Claim::Exclusive => f.write_str("exclusive"),
-            Claim::Fair => f.write_str("fair"),
-            Claim::Read => f.write_str("read"),
-            Claim::Write => f.write_str("write"),
-            Claim::Permit { .. } => f.write_str("semaphore"),
-            Claim::Segment { .. } => f.write_str("striped"),
-        }
-    }
-}
-
 /// A lease the store gave: its token, the ttl it actually runs for (a
 /// store may round or raise the one asked for: the local deadline and the
-/// watchdog use this one), and, for a [`Claim::Segment`], which segment.
+/// watchdog use this one), and, for a [`Claim::Segment`](crate::backend::Claim::Segment), which segment.
 ///
 /// ```
 /// use lock_core::FencingToken;
@@ -84,7 +24,7 @@ pub struct Grant {
     pub token: FencingToken,
     /// How long the lease runs unless renewed.
     pub ttl: Duration,
-    /// The segment held, for a [`Claim::Segment`].
+    /// The segment held, for a [`Claim::Segment`](crate::backend::Claim::Segment).
     pub segment: Option<u32>,
 }
 
