@@ -1,15 +1,14 @@
-//! [`LockerBuilder`]: a [`Locker`] with non-default settings.
+//! [`LockerBuilder`]: the settings of a [`Locker`](crate::Locker); the
+//! constructors that finish it, one per store, are in `connect.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{Backend, Claim, MemoryBackend, RedLockBackend, RedisBackend};
-use crate::error::{LockError, Operation};
-use crate::keys::{StoredKeys, validate_namespace};
-use crate::locker::{Config, Locker, MIN_TTL};
-use crate::store_error::StoreError;
+use crate::error::LockError;
+use crate::keys::validate_namespace;
+use crate::locker::{Config, MIN_TTL};
 
-/// Builds a [`Locker`] with non-default settings.
+/// Builds a [`Locker`](crate::Locker) with non-default settings.
 ///
 /// ```
 /// use lock_core::Locker;
@@ -167,170 +166,5 @@ impl LockerBuilder {
             return Err(LockError::invalid_config("timeout", "must be above zero"));
         }
         Ok(config)
-    }
-
-    /// A Locker on the embedded in-process backend.
-    pub fn memory(self) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        Ok(Locker::from_parts(Arc::new(MemoryBackend::new()), config))
-    }
-
-    /// A Locker on any [`Backend`].
-    pub fn backend(self, backend: impl Backend) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        Ok(Locker::from_parts(Arc::new(backend), config))
-    }
-
-    /// A Locker on the Redis server at `url`.
-    ///
-    /// One round trip checks the connection as a lock would use it (a
-    /// lock script on a key of the namespace), so that what no retry fixes
-    /// is an error here, not at the first lock:
-    /// [`InvalidUrl`](LockError::InvalidUrl),
-    /// [`UnsupportedScheme`](LockError::UnsupportedScheme),
-    /// [`AuthenticationFailed`](LockError::AuthenticationFailed),
-    /// [`PasswordRequired`](LockError::PasswordRequired) and
-    /// [`PermissionDenied`](LockError::PermissionDenied). A server that
-    /// cannot be reached within the timeout is
-    /// [`Unavailable`](LockError::Unavailable).
-    ///
-    /// `redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]`
-    /// connects through Sentinel, as [`redis_sentinel`](Self::redis_sentinel)
-    /// does, with the credentials and database for the master.
-    pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        #[cfg(feature = "tls")]
-        let connect = match &config.tls_roots {
-            Some(roots) => RedisBackend::connect_tls(url, config.timeout, roots).await,
-            None => RedisBackend::connect(url, config.timeout).await,
-        };
-        #[cfg(not(feature = "tls"))]
-        let connect = RedisBackend::connect(url, config.timeout).await;
-        Self::checked(connect, config).await
-    }
-
-    /// A Locker on the Redis master that the sentinels at `sentinels`
-    /// (`redis://host:port` URLs) know as `master`, following it through
-    /// failovers: after a failover the next request asks the sentinels
-    /// again and goes to the new master.
-    ///
-    /// Errors as [`redis`](Self::redis); a master name no sentinel knows is
-    /// [`Unavailable`](LockError::Unavailable), naming it. Each sentinel URL
-    /// may carry that sentinel's credentials; the master is reached without
-    /// any: for a master with a password, use
-    /// the `redis+sentinel://` URL form with [`redis`](Self::redis).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), lock_core::LockError> {
-    /// let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"];
-    /// let locker = lock_core::Locker::builder()
-    ///     .redis_sentinel("mymaster", &sentinels)
-    ///     .await?;
-    /// # let _ = locker;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn redis_sentinel(
-        self,
-        master: &str,
-        sentinels: &[&str],
-    ) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        let connect = RedisBackend::connect_sentinel(master, sentinels, config.timeout).await;
-        Self::checked(connect, config).await
-    }
-
-    /// A Locker on the Redis Cluster that the nodes at `nodes` (`redis://`
-    /// URLs; one reachable node is enough) belong to, as
-    /// `redis+cluster://host:port,host:port` does with
-    /// [`redis`](Self::redis). Every kind of lock runs on it (a lock's keys
-    /// share one slot), and so does [`replicas`](Self::replicas) (`WAIT` on
-    /// the slot's master). Waiters listen on the shard channel of their
-    /// lock (`SSUBSCRIBE`, Redis 7 or newer).
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), lock_core::LockError> {
-    /// let nodes = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
-    /// let locker = lock_core::Locker::builder().redis_cluster(&nodes).await?;
-    /// # let _ = locker;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn redis_cluster(self, nodes: &[&str]) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        let connect = RedisBackend::connect_cluster(nodes, config.timeout).await;
-        Self::checked(connect, config).await
-    }
-
-    /// A Locker on RedLock over the independent Redis masters at `urls`
-    /// (at least 3; 5 is usual): a lease is held when a majority of them
-    /// hold it, and tokens strictly increase per key even when the
-    /// masters' clocks disagree (see
-    /// [`RedLockBackend`](crate::backend::RedLockBackend)). Only the plain
-    /// lock and [`lock_all`](Locker::lock_all) run on it; the other kinds
-    /// are [`Unsupported`](LockError::Unsupported).
-    ///
-    /// A quorum of the masters must answer now; the others are tried again
-    /// on later requests.
-    ///
-    /// ```no_run
-    /// # async fn run() -> Result<(), lock_core::LockError> {
-    /// let masters = ["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"];
-    /// let locker = lock_core::Locker::builder().redlock(&masters).await?;
-    /// # let _ = locker;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn redlock(self, urls: &[&str]) -> Result<Locker, LockError> {
-        let config = self.validated()?;
-        let connect = RedLockBackend::connect(urls, config.timeout).await;
-        Self::checked(connect, config).await
-    }
-
-    /// The Locker over a Redis backend just connected, once one round trip
-    /// has checked the connection as a lock would use it.
-    pub(crate) async fn checked(
-        connect: Result<impl Backend, StoreError>,
-        config: Config,
-    ) -> Result<Locker, LockError> {
-        let failed = |err| LockError::from_store("*", Operation::Connect, err);
-        let backend = connect.map_err(failed)?;
-        // Renewing a lease nobody holds changes nothing and answers `false`;
-        // it runs what every lock runs (a script on the namespace's keys).
-        let probe = StoredKeys::new(&config.namespace, "lock-core:connection-check")?;
-        backend
-            .renew(
-                &probe,
-                Claim::Exclusive,
-                "lock-core:connection-check",
-                MIN_TTL,
-            )
-            .await
-            .map_err(|err| failed(err.unknown(false)))?;
-        tracing::info!(backend = %backend.describe(), namespace = %config.namespace, "locker connected");
-        Ok(Locker::from_parts(Arc::new(backend), config))
-    }
-}
-
-/// The shortest ways to a Locker, and the way to the builder.
-impl Locker {
-    /// A Locker on the embedded in-process backend, with default settings.
-    pub fn memory() -> Locker {
-        Locker::from_parts(Arc::new(MemoryBackend::new()), Config::default())
-    }
-
-    /// A Locker on the Redis server at `url`, with default settings.
-    ///
-    /// Fails with [`LockError::Unavailable`] if the server cannot be reached
-    /// within the default timeout (2 s), and with a variant of its own for
-    /// what no retry fixes (a bad URL, credentials, access rules): see
-    /// [`LockerBuilder::redis`].
-    pub async fn redis(url: &str) -> Result<Locker, LockError> {
-        Locker::builder().redis(url).await
-    }
-
-    /// A builder for namespace, defaults, timeouts and bounds.
-    pub fn builder() -> LockerBuilder {
-        LockerBuilder::new()
     }
 }

@@ -140,7 +140,8 @@ pub use lease::Lease;
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 pub use locker::{
-    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TTL, DEFAULT_WAIT, Locker, MIN_TTL,
+    DEFAULT_MAX_WAITERS_PER_KEY, DEFAULT_NAMESPACE, DEFAULT_TIMEOUT, DEFAULT_TTL, DEFAULT_WAIT,
+    Locker, MIN_TTL,
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
 pub use request::{LockRequest, MAX_COUNT};

@@ -17,6 +17,8 @@ use crate::watchdog::Watchdogs;
 
 /// Default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+/// Default bound on connecting and on each store request.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default bound on waiting for a held lock.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 /// Default namespace of stored keys.
@@ -143,7 +145,7 @@ impl Default for Config {
             watchdog: true,
             max_hold: None,
             max_waiters_per_key: DEFAULT_MAX_WAITERS_PER_KEY,
-            timeout: crate::backend::redis::DEFAULT_TIMEOUT,
+            timeout: DEFAULT_TIMEOUT,
             replicas: None,
             label: crate::owner::default_label(),
             #[cfg(feature = "tls")]

@@ -586,7 +586,7 @@ async fn s11_cancel_storm_leaves_nothing() {
     // Releases and undos still on their way (spawned by dropped guards and
     // cancelled acquires) are answered or given up within the request
     // bound: count only after it.
-    tokio::time::sleep(lock_core::backend::redis::DEFAULT_TIMEOUT).await;
+    tokio::time::sleep(lock_core::DEFAULT_TIMEOUT).await;
     // Past the first renewal any lease left running would have sent.
     let before = command_calls(&mut conn, "evalsha").await;
     tokio::time::sleep(ttl / 3 + SLACK).await;

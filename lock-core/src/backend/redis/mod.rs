@@ -4,6 +4,7 @@
 mod batch;
 mod connect;
 mod connection;
+mod errors;
 mod inspect;
 mod pubsub;
 mod raise;
@@ -35,9 +36,6 @@ use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
-
-/// Default bound on one store request (and on connecting).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Leases in Redis: one server, the master a set of sentinels names
 /// ([`connect_sentinel`](Self::connect_sentinel), `redis+sentinel://`), a
