@@ -1,7 +1,6 @@
 //! [`LockerBuilder`]: the settings of a [`Locker`](crate::Locker); the
 //! constructors that finish it, one per store, are in `connect.rs`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
@@ -52,7 +51,7 @@ impl LockerBuilder {
     /// ```
     #[cfg(feature = "tls")]
     pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.config.tls_roots = Some(Arc::from(pem.into()));
+        self.config.tls_roots = Some(std::sync::Arc::from(pem.into()));
         self
     }
 

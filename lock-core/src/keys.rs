@@ -41,6 +41,8 @@ use std::sync::{Arc, LazyLock};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+use crate::claim::Claim;
 use crate::error::LockError;
 
 /// Longest accepted user key, in bytes.
@@ -147,6 +149,20 @@ impl StoredKeys {
     /// [`permits`](Self::permits).
     pub fn rw(&self) -> String {
         self.beside_lease("rw")
+    }
+
+    /// Where the locks of `claim`'s kind on the key are stored: each kind
+    /// is a lock of its own (a read-write lock's readers and writers share
+    /// one).
+    #[cfg(any(feature = "etcd", feature = "zookeeper"))]
+    pub(crate) fn of_kind(&self, claim: Claim) -> String {
+        match claim {
+            Claim::Fair => self.fair(),
+            Claim::Read | Claim::Write => self.rw(),
+            Claim::Permit { .. } => self.permits(),
+            Claim::Segment { .. } => self.segments(),
+            _ => self.lease().to_owned(),
+        }
     }
 
     fn beside_lease(&self, name: &str) -> String {

@@ -25,11 +25,11 @@ use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
 mod attempt;
-#[cfg(any(feature = "etcd", feature = "zookeeper"))]
-mod entries;
 #[cfg(feature = "etcd")]
 mod etcd;
 pub mod memory;
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+mod queued;
 pub mod redis;
 mod redlock;
 pub(crate) mod retry;

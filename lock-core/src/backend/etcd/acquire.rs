@@ -10,7 +10,7 @@ use super::leases::Lease;
 use super::queue::{Names, take_place, take_segment};
 use super::standing::delete_entry;
 use super::{EtcdBackend, Gone, Placed, reaping};
-use crate::backend::entries::Entry;
+use crate::backend::queued::Entry;
 use crate::backend::{Attempt, Claim, Grant};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;

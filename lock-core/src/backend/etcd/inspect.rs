@@ -18,6 +18,7 @@ use super::EtcdBackend;
 use super::errors::bounded;
 use super::queue::Names;
 use crate::backend::Claim;
+use crate::backend::queued::admission;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -55,45 +56,34 @@ fn holders_of<'a>(
 ) -> Vec<Found<'a>> {
     let name = |kv: &KeyValue| text(&kv.key()[base.len().min(kv.key().len())..]);
     let mut held = Vec::new();
-    match kind {
-        // Plain and fair: the first holds.
-        0 | 1 => {
-            let claim = if kind == 0 {
-                Claim::Exclusive
-            } else {
-                Claim::Fair
-            };
-            for (i, kv) in entries.iter().enumerate() {
-                match i {
-                    0 => held.push((claim, name(kv), kv)),
-                    _ => *waiters += 1,
-                }
-            }
-        }
-        // Read-write: the readers before the first writer, or that writer
-        // if it comes first.
-        2 => {
-            let mut writer_seen = false;
-            for (i, kv) in entries.iter().enumerate() {
+    // The queues' entries as the acquire reads them: its claim, owner.
+    let queued = |kv: &KeyValue| -> (Claim, String) {
+        match kind {
+            0 => (Claim::Exclusive, name(kv)),
+            1 => (Claim::Fair, name(kv)),
+            2 => {
                 let entry = name(kv);
                 let (tag, owner) = entry.split_once('/').unwrap_or(("", &entry));
-                let writes = tag == "w";
-                let holds = if writes { i == 0 } else { !writer_seen };
-                writer_seen |= writes;
-                if holds {
-                    let claim = if writes { Claim::Write } else { Claim::Read };
-                    held.push((claim, owner.to_owned(), kv));
+                let claim = if tag == "w" {
+                    Claim::Write
                 } else {
-                    *waiters += 1;
-                }
+                    Claim::Read
+                };
+                (claim, owner.to_owned())
+            }
+            _ => {
+                let of: u32 = text(kv.value()).parse().unwrap_or(0);
+                (Claim::Permit { of }, name(kv))
             }
         }
-        // Permits: the first N, N as their values say.
-        3 => {
-            for kv in entries {
-                let of: u32 = text(kv.value()).parse().unwrap_or(0);
-                if held.len() < of as usize {
-                    held.push((Claim::Permit { of }, name(kv), kv));
+    };
+    match kind {
+        0..=3 => {
+            let entries: Vec<_> = entries.iter().map(|kv| (queued(kv), kv)).collect();
+            for (i, ((claim, owner), kv)) in entries.iter().enumerate() {
+                let ahead = entries[..i].iter().map(|((claim, _), _)| *claim);
+                if admission::holds(*claim, ahead) {
+                    held.push((*claim, owner.clone(), *kv));
                 } else {
                     *waiters += 1;
                 }

@@ -11,7 +11,7 @@ use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
-use crate::backend::entries::{Leased, Round, RoundsTask};
+use crate::backend::queued::{Leased, Round, RoundsTask};
 use crate::deadline::drift;
 use crate::store_error::StoreError;
 

@@ -31,7 +31,7 @@ use self::errors::lease_gone;
 use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
 use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
-use super::entries::{self, Entry, Held, RoundsTask};
+use super::queued::{self, Entry, Held, RoundsTask};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
@@ -185,18 +185,14 @@ impl EtcdBackend {
         }
         let shared = &self.shared;
         let (client, timeout) = (shared.client.clone(), shared.timeout);
-        let delete: entries::Delete<Lease> = Box::new(move |entry| {
+        let delete: queued::Delete<Lease> = Box::new(move |entry| {
             let client = client.clone();
             Box::pin(
                 async move { delete_entry(&client, timeout, &entry.stored, entry.revision).await },
             )
         });
         let held = Arc::downgrade(&shared.held);
-        let task = tokio::spawn(entries::reap(
-            held,
-            Arc::clone(&shared.held.changed),
-            delete,
-        ));
+        let task = tokio::spawn(queued::reap(held, Arc::clone(&shared.held.changed), delete));
         *reaper = Some(task.abort_handle());
     }
 }

@@ -14,7 +14,7 @@ use etcd_client::{
 
 use super::errors::bounded;
 use crate::backend::Claim;
-use crate::backend::entries::spread;
+use crate::backend::queued::{admission, spread};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -31,13 +31,7 @@ impl Names {
     /// is a lock of its own, as on Redis; a read-write lock's readers and
     /// writers share one prefix, in sub-prefixes of their own.
     pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
-        let base = match claim {
-            Claim::Fair => keys.fair(),
-            Claim::Read | Claim::Write => keys.rw(),
-            Claim::Permit { .. } => keys.permits(),
-            Claim::Segment { .. } => keys.segments(),
-            _ => keys.lease().to_owned(),
-        } + "/";
+        let base = keys.of_kind(claim) + "/";
         let entry = match claim {
             Claim::Read => format!("{base}r/{owner}"),
             Claim::Write => format!("{base}w/{owner}"),
@@ -117,25 +111,31 @@ pub(super) async fn take_place(
             true,
         ));
     };
-    let ahead = deciding.kvs();
-    let holds = match claim {
-        Claim::Read => ahead
-            .first()
-            .is_none_or(|writer| writer.create_revision() > me.create_revision()),
-        Claim::Permit { of } => {
-            if let Some(stored) = disagreeing(ahead, of) {
-                if reply.succeeded() {
-                    // Put by this request: not left to wait.
-                    let mut client = client.clone();
-                    let entry = names.entry.as_str();
-                    bounded(timeout, true, client.delete(entry, None)).await?;
-                }
-                return Err(StoreError::size_disagrees("permits", of, stored));
-            }
-            ahead.iter().any(|kv| kv.key() == me.key())
+    let deciding = deciding.kvs();
+    if let Claim::Permit { of } = claim
+        && let Some(stored) = disagreeing(deciding, of)
+    {
+        if reply.succeeded() {
+            // Put by this request: not left to wait.
+            let mut client = client.clone();
+            let entry = names.entry.as_str();
+            bounded(timeout, true, client.delete(entry, None)).await?;
         }
-        _ => ahead.first().is_some_and(|first| first.key() == me.key()),
-    };
+        return Err(StoreError::size_disagrees("permits", of, stored));
+    }
+    // The deciding entries created before this one (a reader's are
+    // writers; the read is limited to as many as can decide).
+    let ahead = deciding
+        .iter()
+        .filter(|kv| kv.create_revision() < me.create_revision())
+        .map(|_| {
+            if claim == Claim::Read {
+                Claim::Write
+            } else {
+                claim
+            }
+        });
+    let holds = admission::holds(claim, ahead);
     Ok(Place {
         revision: me.create_revision(),
         token: me.mod_revision(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::errors::bounded;
-use crate::backend::entries::Round;
+use crate::backend::queued::Round;
 use crate::store_error::StoreError;
 
 /// Deletes the entry `stored` if it is still the one of `revision` (any,

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::errors::{bounded, store_error};
 use super::queue::Names;
-use crate::backend::entries::AbortOnDrop;
+use crate::backend::queued::AbortOnDrop;
 use crate::backend::{Claim, ReleaseSignal};
 use crate::store_error::{Refusal, StoreError};
 

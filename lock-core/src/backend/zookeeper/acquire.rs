@@ -13,7 +13,7 @@ use super::queue::{
 };
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
-use crate::backend::entries::{Entry, spread};
+use crate::backend::queued::{Entry, spread};
 use crate::backend::{Attempt, Claim, Grant};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;

@@ -31,7 +31,7 @@ use self::errors::bounded;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use self::standing::Standing;
-use super::entries::{self, Entry, Held};
+use super::queued::{self, Entry, Held};
 use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
@@ -176,14 +176,10 @@ impl ZooKeeperBackend {
             return;
         }
         let timeout = shared.timeout;
-        let delete: entries::Delete<Session> =
+        let delete: queued::Delete<Session> =
             Box::new(move |entry| Box::pin(async move { delete_entry(&entry, timeout).await }));
         let held = Arc::downgrade(&shared.held);
-        let task = tokio::spawn(entries::reap(
-            held,
-            Arc::clone(&shared.held.changed),
-            delete,
-        ));
+        let task = tokio::spawn(queued::reap(held, Arc::clone(&shared.held.changed), delete));
         *reaper = Some(task.abort_handle());
     }
 }

@@ -14,6 +14,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::errors::bounded;
 use crate::backend::Claim;
+use crate::backend::queued::admission;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -64,13 +65,7 @@ impl Names {
     /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
     /// is a lock of its own, as on Redis.
     pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
-        let stored = match claim {
-            Claim::Fair => keys.fair(),
-            Claim::Read | Claim::Write => keys.rw(),
-            Claim::Permit { .. } => keys.permits(),
-            Claim::Segment { .. } => keys.segments(),
-            _ => keys.lease().to_owned(),
-        };
+        let stored = keys.of_kind(claim);
         // A node name holds no `/`; the escaped key holds no raw `%`, so
         // writing `/` as `%2F` keeps names apart.
         let parent = format!("/{}", stored.replace('/', "%2F"));
@@ -205,22 +200,23 @@ pub(super) fn holds(
     let Some(at) = children.iter().position(|name| name == mine) else {
         return Ok(None);
     };
-    let before = children[..at].iter().filter_map(|name| Child::parse(name));
-    Ok(Some(match claim {
-        Claim::Read => !before.clone().any(|child| child.kind == "w"),
-        Claim::Permit { of } => {
-            let holders = children
-                .iter()
-                .take(of as usize)
-                .filter_map(|n| Child::parse(n));
-            for child in holders {
-                let stored = child.kind.strip_prefix('p').and_then(|n| n.parse().ok());
-                if let Some(stored) = stored.filter(|&stored| stored != of) {
-                    return Err(StoreError::size_disagrees("permits", of, stored));
-                }
+    if let Claim::Permit { of } = claim {
+        let holders = children
+            .iter()
+            .take(of as usize)
+            .filter_map(|n| Child::parse(n));
+        for child in holders {
+            let stored = child.kind.strip_prefix('p').and_then(|n| n.parse().ok());
+            if let Some(stored) = stored.filter(|&stored| stored != of) {
+                return Err(StoreError::size_disagrees("permits", of, stored));
             }
-            at < of as usize
         }
-        _ => at == 0,
-    }))
+    }
+    let ahead = children[..at].iter().filter_map(|name| Child::parse(name));
+    let ahead = ahead.map(|child| match child.kind {
+        "w" => Claim::Write,
+        "r" => Claim::Read,
+        _ => claim,
+    });
+    Ok(Some(admission::holds(claim, ahead)))
 }

@@ -11,7 +11,7 @@ use zookeeper_client::Client;
 
 use super::errors::store_error;
 use super::standing::{MAX_READS, Standing};
-use crate::backend::entries::{Leased, RoundsTask};
+use crate::backend::queued::{Leased, RoundsTask};
 use crate::store_error::StoreError;
 
 /// Bound on sessions of distinct ttls at once: a ttl is configuration, but

@@ -9,7 +9,7 @@ use std::time::Duration;
 use zookeeper_client::{Client, Error, MultiReadResult};
 
 use super::errors::bounded;
-use crate::backend::entries::Round;
+use crate::backend::queued::Round;
 use crate::store_error::StoreError;
 
 /// One read of many nodes of one session.

@@ -12,7 +12,7 @@ use zookeeper_client::{Client, OneshotWatcher};
 
 use super::errors::bounded;
 use super::queue::{Child, Names, children};
-use crate::backend::entries::AbortOnDrop;
+use crate::backend::queued::AbortOnDrop;
 use crate::backend::{Claim, ReleaseSignal};
 use crate::store_error::StoreError;
 

@@ -1,8 +1,10 @@
-//! What the etcd and ZooKeeper backends share: the table of the entries a
-//! backend holds or waits with, with the reaper that ends unrenewed ones
-//! at their ttl ([`held`]), requests asked for together ([`rounds`]), and
-//! the task behind a waiter's signal.
+//! What the stores that queue entries (etcd, ZooKeeper) share: who holds
+//! in a queue ([`admission`]), the table of the entries a backend holds or
+//! waits with, with the reaper that ends unrenewed ones at their ttl
+//! ([`held`]), requests asked for together ([`rounds`]), and the task
+//! behind a waiter's signal.
 
+pub(crate) mod admission;
 mod held;
 mod rounds;
 

@@ -1,0 +1,72 @@
+//! Who holds in a queue of entries (etcd, ZooKeeper): the one rule that an
+//! acquire and an inspection both apply to the entries of a key's kind, in
+//! the order they were created.
+
+use crate::claim::Claim;
+
+/// Whether an entry of `claim` holds behind `ahead`, the claims of the
+/// entries created before it in its kind's queue: a reader when no writer
+/// is ahead; one of `of` permits when fewer than `of` entries are ahead;
+/// every other kind (plain, fair, write, a segment's queue) at the head.
+pub(crate) fn holds(claim: Claim, ahead: impl IntoIterator<Item = Claim>) -> bool {
+    let mut ahead = ahead.into_iter();
+    match claim {
+        Claim::Read => !ahead.any(|claim| claim == Claim::Write),
+        Claim::Permit { of } => ahead.count() < of as usize,
+        _ => ahead.next().is_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [Claim; 6] = [
+        Claim::Exclusive,
+        Claim::Fair,
+        Claim::Read,
+        Claim::Write,
+        Claim::Permit { of: 2 },
+        Claim::Segment { of: 2 },
+    ];
+
+    #[test]
+    fn the_head_of_every_queue_holds() {
+        for claim in KINDS {
+            assert!(holds(claim, []), "{claim:?} at the head");
+        }
+    }
+
+    #[test]
+    fn behind_one_entry_only_readers_of_readers_and_permits_hold() {
+        for claim in KINDS {
+            for ahead in KINDS {
+                let expected = match (claim, ahead) {
+                    (Claim::Read, Claim::Write) => false,
+                    (Claim::Read, _) => true,
+                    (Claim::Permit { .. }, _) => true,
+                    _ => false,
+                };
+                assert_eq!(
+                    holds(claim, [ahead]),
+                    expected,
+                    "{claim:?} behind {ahead:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_writer_anywhere_ahead_keeps_a_reader_waiting() {
+        let ahead = [Claim::Read, Claim::Read, Claim::Write, Claim::Read];
+        assert!(!holds(Claim::Read, ahead));
+        assert!(holds(Claim::Read, [Claim::Read; 5]));
+    }
+
+    #[test]
+    fn permits_hold_while_fewer_than_their_number_are_ahead() {
+        let permit = Claim::Permit { of: 3 };
+        assert!(holds(permit, [permit; 2]));
+        assert!(!holds(permit, [permit; 3]));
+    }
+}
