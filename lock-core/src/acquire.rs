@@ -87,10 +87,9 @@ struct Taken {
 impl Acquisition {
     /// What can be done at once, without a task's worth of state: the
     /// scope (a reentrant lock) and, on a store that answers in place (the
-    /// memory backend), the local line and one try at the store. The
-    /// uncontended in-process lock is then taken here: the general path
-    /// costs 24 % more instructions per lock and release
-    /// (`layer_instructions`, bench/README.md).
+    /// memory backend), the local line and one try at the store.
+    // A fast path for the uncontended in-process lock: it pays
+    // (`layer_instructions`, bench/README.md).
     pub(crate) fn first_step(self) -> Next {
         if let Some(held) = self.held_in_scope() {
             return Next::Done(held);

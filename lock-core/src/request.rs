@@ -271,8 +271,8 @@ impl Locker {
     }
 
     /// A request for any one free segment of `segments` on `key` (a striped
-    /// lock, as the inventory seed splits one item's stock into segments so
-    /// that one hot item does not serialise every order): it waits only
+    /// lock, as a shop splits one item's stock into segments so that one
+    /// hot item does not serialise every order): it waits only
     /// when every segment is held, and [`LockGuard::segment`] says which
     /// one it got (the lowest free one). Each segment has one holder at a
     /// time, with its own lease, watchdog and token.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use lock_core::FencingToken;
 
 /// Resources a [`NewestTokens`] remembers unless told otherwise: about
-/// 12 MB of table at most (measured: bench/README.md).
+/// 12 MB of table at most.
 pub const DEFAULT_MAX_RESOURCES: usize = 100_000;
 
 /// The newest token seen per resource, shared by clones, for at most

@@ -23,8 +23,8 @@ use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
 /// Idle connections kept for later confirmations; more are opened while
-/// more confirm at once, and closed after. Keeping 8 cost U16 a third of
-/// its rate in reconnects (bench/README.md).
+/// more confirm at once, and closed after.
+// Fewer cost U16 in reconnects (bench/README.md).
 const KEEP_IDLE: usize = 64;
 
 /// Connections for `WAIT`, apart from the shared one.
