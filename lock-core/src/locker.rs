@@ -224,6 +224,7 @@ impl Locker {
     /// this Locker holds or waits for, one per key and kind a task waits
     /// for (reads, writes, permits, segments), and one per key with fair
     /// requests.
+    #[cfg(any(test, feature = "test-util"))]
     pub fn local_lines(&self) -> usize {
         let shared: usize = self.inner.kind_lines.all().map(|l| l.open_lines()).sum();
         self.inner.lines.open_lines() + shared + self.inner.fair.open()

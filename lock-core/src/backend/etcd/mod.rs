@@ -77,12 +77,6 @@ impl EtcdBackend {
         }
     }
 
-    /// Entries this backend holds or waits with (each held lock and each
-    /// waiting ticket has one, until it is released or runs out).
-    pub fn entries(&self) -> usize {
-        self.shared.held.len()
-    }
-
     async fn renew_entry(
         &self,
         keys: &StoredKeys,

@@ -114,12 +114,6 @@ impl<L: Leased> Held<L> {
         self.table().reaping.contains(name)
     }
 
-    /// Entries held or waited with.
-    pub(crate) fn len(&self) -> usize {
-        let table = self.table();
-        table.entries.len() + table.reaping.len()
-    }
-
     /// When the next entry runs out.
     fn next(&self) -> Option<Instant> {
         self.table().entries.values().map(|e| e.expires).min()

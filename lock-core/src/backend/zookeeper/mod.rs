@@ -78,11 +78,6 @@ impl ZooKeeperBackend {
         }
     }
 
-    /// Nodes this backend holds or waits with.
-    pub fn entries(&self) -> usize {
-        self.shared.held.len()
-    }
-
     async fn renew_entry(
         &self,
         keys: &StoredKeys,
