@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
 use crate::backend::retry::Outage;
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::deadline::deadline_after;
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
@@ -34,7 +34,7 @@ pub(crate) struct Acquisition {
     pub(crate) locker: Locker,
     pub(crate) keys: StoredKeys,
     /// What is asked of the store (one the store keeps).
-    pub(crate) claim: Claim,
+    pub(crate) claim: LockKind,
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
@@ -96,7 +96,7 @@ impl Acquisition {
         }
         let inner = &self.locker.inner;
         // A claim that may queue leaves a ticket to keep: the general path.
-        let plain = self.claim == Claim::Exclusive;
+        let plain = self.claim == LockKind::Exclusive;
         if !plain || !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
             return Next::Line(self);
         }
@@ -142,16 +142,17 @@ impl Acquisition {
     /// A reentrant guard (or the loss) if the calling task already holds
     /// this lock in a scope.
     fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
-        let held =
-            |claims: &[Claim]| scope::held_by_task(self.locker.inner.id, self.keys.lease(), claims);
+        let held = |claims: &[LockKind]| {
+            scope::held_by_task(self.locker.inner.id, self.keys.lease(), claims)
+        };
         let lease = match self.claim {
             // A read inside a write of the key is covered by the write.
-            Claim::Read => held(&[Claim::Read, Claim::Write])?,
+            LockKind::Read => held(&[LockKind::Read, LockKind::Write])?,
             // A write inside a read would wait for itself.
-            Claim::Write => match held(&[Claim::Write]) {
+            LockKind::Write => match held(&[LockKind::Write]) {
                 Some(lease) => lease,
                 None => {
-                    held(&[Claim::Read])?;
+                    held(&[LockKind::Read])?;
                     let key = LockError::shown(self.keys.user());
                     return Some(Err(LockError::UpgradeWouldDeadlock { key }));
                 }
@@ -169,7 +170,7 @@ impl Acquisition {
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
         let inner = &self.locker.inner;
         let started = Instant::now();
-        if self.claim == Claim::Fair {
+        if self.claim == LockKind::Fair {
             // Served in the order requests reached the store: each takes its
             // ticket now, not when a local turn would come. Its first try
             // waits for its turn to send, so the store queues this process's
@@ -278,7 +279,7 @@ impl Acquisition {
                     let owner = undo.disarm();
                     let turn = match turn {
                         Local::Place { place, .. } => HeldTurn::Placed(place),
-                        Local::Turn(turn) if self.claim == Claim::Exclusive => {
+                        Local::Turn(turn) if self.claim == LockKind::Exclusive => {
                             HeldTurn::Owned(turn)
                         }
                         Local::Turn(turn) => {

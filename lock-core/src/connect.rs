@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::backend::EtcdBackend;
 #[cfg(feature = "zookeeper")]
 use crate::backend::ZooKeeperBackend;
-use crate::backend::{Backend, Claim, MemoryBackend, RedLockBackend, RedisBackend};
+use crate::backend::{Backend, LockKind, MemoryBackend, RedLockBackend, RedisBackend};
 use crate::builder::LockerBuilder;
 use crate::error::{LockError, Operation};
 use crate::keys::StoredKeys;
@@ -324,7 +324,7 @@ impl LockerBuilder {
         backend
             .renew(
                 &probe,
-                Claim::Exclusive,
+                LockKind::Exclusive,
                 "lock-core:connection-check",
                 MIN_TTL,
             )

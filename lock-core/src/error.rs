@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::claim::Claim;
+use crate::kind::LockKind;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
@@ -221,7 +221,7 @@ pub enum LockError {
         /// The user key.
         key: String,
         /// The kind of lock asked for.
-        claim: Claim,
+        claim: LockKind,
         /// The store ([`Backend::describe`](crate::Backend::describe)).
         store: String,
     },

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::claim::Claim;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// Most keys [`Locker::held_keys`] returns.
@@ -93,7 +93,7 @@ impl Inspection {
 #[non_exhaustive]
 pub struct Holder {
     /// The kind of lock held.
-    pub kind: Claim,
+    pub kind: LockKind,
     /// The owner value: one per acquisition (see [`process`](Self::process)).
     pub owner: String,
     /// The fencing token of the acquisition.
@@ -108,7 +108,7 @@ pub struct Holder {
 
 impl Holder {
     /// A holder of `kind` by `owner` with `token`.
-    pub fn new(kind: Claim, owner: impl Into<String>, token: FencingToken) -> Self {
+    pub fn new(kind: LockKind, owner: impl Into<String>, token: FencingToken) -> Self {
         Holder {
             kind,
             owner: owner.into(),

@@ -41,9 +41,9 @@ use std::sync::{Arc, LazyLock};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-#[cfg(any(feature = "etcd", feature = "zookeeper"))]
-use crate::claim::Claim;
 use crate::error::LockError;
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+use crate::kind::LockKind;
 
 /// Longest accepted user key, in bytes.
 pub const MAX_KEY_LEN: usize = 512;
@@ -155,12 +155,12 @@ impl StoredKeys {
     /// is a lock of its own (a read-write lock's readers and writers share
     /// one).
     #[cfg(any(feature = "etcd", feature = "zookeeper"))]
-    pub(crate) fn of_kind(&self, claim: Claim) -> String {
+    pub(crate) fn of_kind(&self, claim: LockKind) -> String {
         match claim {
-            Claim::Fair => self.fair(),
-            Claim::Read | Claim::Write => self.rw(),
-            Claim::Permit { .. } => self.permits(),
-            Claim::Segment { .. } => self.segments(),
+            LockKind::Fair => self.fair(),
+            LockKind::Read | LockKind::Write => self.rw(),
+            LockKind::Permit { .. } => self.permits(),
+            LockKind::Segment { .. } => self.segments(),
             _ => self.lease().to_owned(),
         }
     }

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::retry;
-use crate::backend::{Backend, Claim};
+use crate::backend::{Backend, LockKind};
 use crate::deadline::drift;
 use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
@@ -40,7 +40,7 @@ pub(crate) struct LeaseState {
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     /// What the lease is of (renewals and the release name it).
-    pub(crate) claim: Claim,
+    pub(crate) claim: LockKind,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     /// The ttl the store granted.
@@ -61,7 +61,7 @@ pub(crate) struct LeaseParts {
     pub(crate) lines: Arc<Lines>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
-    pub(crate) claim: Claim,
+    pub(crate) claim: LockKind,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,

@@ -275,6 +275,7 @@ impl Lines {
     }
 
     /// Lines currently open (keys held or awaited by this process).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn open_lines(&self) -> usize {
         self.map.sum(LineMap::len)
     }

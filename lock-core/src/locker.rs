@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::backend::{Backend, Claim};
+use crate::backend::{Backend, LockKind};
 use crate::error::LockError;
 use crate::keys::StoredKeys;
 use crate::line::Lines;
@@ -76,12 +76,12 @@ pub(crate) struct LockerInner {
 impl LockerInner {
     /// The local lines that `claim` waits in (a fair request waits in none:
     /// see [`fair`](Self::fair)).
-    pub(crate) fn lines_of(&self, claim: Claim) -> &Arc<Lines> {
+    pub(crate) fn lines_of(&self, claim: LockKind) -> &Arc<Lines> {
         match claim {
-            Claim::Read => &self.kind_lines.read,
-            Claim::Write => &self.kind_lines.write,
-            Claim::Permit { .. } => &self.kind_lines.permits,
-            Claim::Segment { .. } => &self.kind_lines.segments,
+            LockKind::Read => &self.kind_lines.read,
+            LockKind::Write => &self.kind_lines.write,
+            LockKind::Permit { .. } => &self.kind_lines.permits,
+            LockKind::Segment { .. } => &self.kind_lines.segments,
             _ => &self.lines,
         }
     }

@@ -63,6 +63,7 @@ impl Places {
     }
 
     /// Keys with a fair request of this Locker.
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn open(&self) -> usize {
         self.map.sum(KeyMap::len)
     }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::locker::Locker;
-
 use crate::guard::OnLost;
+use crate::kind::LockKind;
+use crate::locker::Locker;
 
 /// Options fixed by the attribute; `None` takes the Locker's default.
 #[derive(Debug, Clone, Copy)]
@@ -22,22 +22,7 @@ pub struct Options {
     /// Reaction to a lost lease.
     pub on_lost: OnLost,
     /// Which kind of lock.
-    pub kind: Kind,
-}
-
-/// The kind of lock the attribute names.
-#[derive(Debug, Clone, Copy)]
-pub enum Kind {
-    /// `Locker::lock`.
-    Plain,
-    /// `kind = "fair"`: `Locker::fair_lock`.
-    Fair,
-    /// `kind = "read"`: `Locker::read_lock`.
-    Read,
-    /// `kind = "write"`: `Locker::write_lock`.
-    Write,
-    /// `permits = N`: `Locker::semaphore`.
-    Permits(u32),
+    pub kind: LockKind,
 }
 
 /// Anything the `locker = <expr>` argument may yield.
@@ -115,13 +100,7 @@ pub async fn run<F: Future>(
     body: F,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
-    let request = match options.kind {
-        Kind::Plain => locker.lock(key),
-        Kind::Fair => locker.fair_lock(key),
-        Kind::Read => locker.read_lock(key),
-        Kind::Write => locker.write_lock(key),
-        Kind::Permits(permits) => locker.semaphore(key, permits),
-    };
+    let request = locker.lock_of(key, options.kind);
     let guard = configure!(request, options).await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     let key = guard.key().to_owned();

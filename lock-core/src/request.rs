@@ -5,7 +5,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::acquire::Acquisition;
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::error::LockError;
 use crate::future::LockFuture;
 use crate::guard::LockGuard;
@@ -45,7 +45,7 @@ pub struct LockRequest {
     /// key's error is returned when the request is awaited; boxed, so
     /// that every request stays small).
     keys: Result<StoredKeys, Box<LockError>>,
-    claim: Claim,
+    claim: LockKind,
     ttl: Duration,
     wait: Duration,
     watchdog: bool,
@@ -56,7 +56,7 @@ impl LockRequest {
         let config = &locker.inner.config;
         LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
-            claim: Claim::Exclusive,
+            claim: LockKind::Exclusive,
             ttl: config.ttl,
             wait: config.wait,
             watchdog: config.watchdog,
@@ -86,10 +86,10 @@ impl LockRequest {
 
     /// Asks for `claim` instead of an exclusive lease; a count out of
     /// bounds is an error when the request is awaited.
-    pub(crate) fn claim(mut self, claim: Claim) -> Self {
+    pub(crate) fn claim(mut self, claim: LockKind) -> Self {
         let count = match claim {
-            Claim::Permit { of } => Some(("permits", of)),
-            Claim::Segment { of } => Some(("segments", of)),
+            LockKind::Permit { of } => Some(("permits", of)),
+            LockKind::Segment { of } => Some(("segments", of)),
             _ => None,
         };
         if let Some((what, n)) = count
@@ -160,6 +160,24 @@ impl Locker {
         LockRequest::new(self.clone(), key.as_ref())
     }
 
+    /// A request for the lock of kind `kind` on `key`: the one method
+    /// behind the others, for code that picks the kind at run time (the
+    /// attribute, the layer).
+    ///
+    /// ```
+    /// use lock_core::{LockKind, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let permit = locker.lock_of("exports", LockKind::Permit { of: 4 }).await?;
+    /// permit.release().await
+    /// # }
+    /// ```
+    pub fn lock_of(&self, key: impl AsRef<str>, kind: LockKind) -> LockRequest {
+        self.lock(key).claim(kind)
+    }
+
     /// A request for the fair lock on `key`: one holder at a time, granted
     /// in the order the requests reached the store, across every process
     /// and within one (there, in call order): each request takes its own
@@ -183,7 +201,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn fair_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(Claim::Fair)
+        self.lock(key).claim(LockKind::Fair)
     }
 
     /// A request for the read lock on `key`: shared with other readers,
@@ -210,7 +228,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn read_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(Claim::Read)
+        self.lock(key).claim(LockKind::Read)
     }
 
     /// A request for the write lock on `key`: excludes readers and other
@@ -219,7 +237,7 @@ impl Locker {
     /// [`LockError::UpgradeWouldDeadlock`] instead of waiting for itself.
     /// The read-write lock and the plain lock on one key are two locks.
     pub fn write_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(Claim::Write)
+        self.lock(key).claim(LockKind::Write)
     }
 
     /// A request for one of `permits` leases on `key` (a semaphore): at most
@@ -254,7 +272,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn semaphore(&self, key: impl AsRef<str>, permits: u32) -> LockRequest {
-        self.lock(key).claim(Claim::Permit { of: permits })
+        self.lock(key).claim(LockKind::Permit { of: permits })
     }
 
     /// Tries once for one of `permits` leases on `key`: `Ok(None)` when
@@ -296,7 +314,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn striped(&self, key: impl AsRef<str>, segments: u32) -> LockRequest {
-        self.lock(key).claim(Claim::Segment { of: segments })
+        self.lock(key).claim(LockKind::Segment { of: segments })
     }
 
     /// Tries once: `Ok(None)` when another owner (or another task of this

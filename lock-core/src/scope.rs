@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use pin_project::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
-use crate::claim::Claim;
+use crate::kind::LockKind;
 use crate::lease::LeaseState;
 use crate::token::FencingToken;
 
@@ -115,7 +115,7 @@ pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
 pub(crate) fn held_by_task(
     locker_id: u64,
     lease_key: &str,
-    claims: &[Claim],
+    claims: &[LockKind],
 ) -> Option<Arc<LeaseState>> {
     find(|lease| {
         lease.locker_id == locker_id

@@ -46,6 +46,7 @@ impl<T> Sharded<T> {
     }
 
     /// Sums `f` over every shard, locking one at a time.
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn sum(&self, f: impl Fn(&T) -> usize) -> usize {
         (0..self.shards.len()).map(|i| f(&self.lock(i))).sum()
     }

@@ -115,7 +115,7 @@ impl StoreError {
     }
 
     /// A request of a claim the store does not keep (not applied).
-    pub(crate) fn unsupported(claim: crate::claim::Claim) -> Self {
+    pub(crate) fn unsupported(claim: crate::kind::LockKind) -> Self {
         StoreError::permanent(format!("this store does not keep {claim} locks"))
     }
 

@@ -33,7 +33,7 @@ pub(crate) struct LockArgs {
     pub(crate) krate: Option<Path>,
 }
 
-/// Which kind of lock: a `lock_core::__private::Kind`.
+/// Which kind of lock, as parsed: the expansion names the `lock_core::LockKind`.
 #[derive(Clone, Copy, Default)]
 pub(crate) enum Kind {
     #[default]

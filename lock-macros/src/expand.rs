@@ -226,11 +226,11 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     };
     let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
     let kind = match args.kind {
-        Kind::Plain => quote!(Plain),
+        Kind::Plain => quote!(Exclusive),
         Kind::Fair => quote!(Fair),
         Kind::Read => quote!(Read),
         Kind::Write => quote!(Write),
-        Kind::Permits(n) => quote!(Permits(#n)),
+        Kind::Permits(n) => quote!(Permit { of: #n }),
     };
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
@@ -256,7 +256,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                 wait: #wait,
                 watchdog: #watchdog,
                 on_lost: #krate::OnLost::#on_lost,
-                kind: #krate::__private::Kind::#kind,
+                kind: #krate::LockKind::#kind,
             };
             match #krate::__private::#run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's, so `?`

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_core::LockKind;
 use lock_core::backend::{
-    Attempt, Claim, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal,
-    StoreFuture, ZooKeeperBackend,
+    Attempt, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal, StoreFuture,
+    ZooKeeperBackend,
 };
 use lock_core::inspect::Pattern;
 use lock_core::{Backend, Inspection, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
@@ -418,14 +419,14 @@ fn answered<'a, T: Send + 'a>(
 }
 
 impl Backend for Counting {
-    fn supports(&self, claim: Claim) -> bool {
+    fn supports(&self, claim: LockKind) -> bool {
         self.inner.supports(claim)
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
@@ -440,7 +441,7 @@ impl Backend for Counting {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
@@ -451,7 +452,7 @@ impl Backend for Counting {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         // Counted once answered, like attempts: a release counted before an
@@ -462,7 +463,7 @@ impl Backend for Counting {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         self.inner.subscribe(keys, claim, ticket)
@@ -471,7 +472,7 @@ impl Backend for Counting {
     fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
         wanted: usize,

@@ -7,7 +7,7 @@ use crate::token::FencingToken;
 
 /// A lease the store gave: its token, the ttl it actually runs for (a
 /// store may round or raise the one asked for: the local deadline and the
-/// watchdog use this one), and, for a [`Claim::Segment`](crate::backend::Claim::Segment), which segment.
+/// watchdog use this one), and, for a [`LockKind::Segment`](crate::LockKind::Segment), which segment.
 ///
 /// ```
 /// use lock_core::FencingToken;
@@ -24,7 +24,7 @@ pub struct Grant {
     pub token: FencingToken,
     /// How long the lease runs unless renewed.
     pub ttl: Duration,
-    /// The segment held, for a [`Claim::Segment`](crate::backend::Claim::Segment).
+    /// The segment held, for a [`LockKind::Segment`](crate::LockKind::Segment).
     pub segment: Option<u32>,
 }
 

@@ -11,7 +11,7 @@ use self::entries::Released;
 use self::fair::FairQueue;
 use self::permits::Permits;
 use self::rw::ReadWrite;
-use super::{Attempt, Backend, Claim, Grant, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, Grant, LockKind, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
@@ -242,7 +242,7 @@ impl MemoryBackend {
     fn acquire_entry(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
@@ -255,7 +255,7 @@ impl MemoryBackend {
         attempt.unwrap_or_else(|| Err(StoreError::unsupported(claim)))
     }
 
-    fn renew_entry(&self, keys: &StoredKeys, claim: Claim, owner: &str, ttl: Duration) -> bool {
+    fn renew_entry(&self, keys: &StoredKeys, claim: LockKind, owner: &str, ttl: Duration) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         let renewed = state.on_entries(keys, claim, false, now, |entries, _| {
@@ -264,7 +264,7 @@ impl MemoryBackend {
         renewed.unwrap_or(false)
     }
 
-    fn release_entry(&self, keys: &StoredKeys, claim: Claim, owner: &str) -> bool {
+    fn release_entry(&self, keys: &StoredKeys, claim: LockKind, owner: &str) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         let released = state.on_entries(keys, claim, false, now, |entries, _| {
@@ -280,19 +280,19 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     /// Every kind of lock the crate has.
-    fn supports(&self, _: Claim) -> bool {
+    fn supports(&self, _: LockKind) -> bool {
         true
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::ready(match claim {
-            Claim::Exclusive => self.acquire_now(keys, owner, ttl),
+            LockKind::Exclusive => self.acquire_now(keys, owner, ttl),
             other => self.acquire_entry(keys, other, owner, ttl),
         })
     }
@@ -300,12 +300,12 @@ impl Backend for MemoryBackend {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
-            Claim::Exclusive => self.renew_now(keys, owner, ttl),
+            LockKind::Exclusive => self.renew_now(keys, owner, ttl),
             other => Ok(self.renew_entry(keys, other, owner, ttl)),
         })
     }
@@ -313,11 +313,11 @@ impl Backend for MemoryBackend {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::ready(match claim {
-            Claim::Exclusive => self.release_now(keys, owner),
+            LockKind::Exclusive => self.release_now(keys, owner),
             other => Ok(self.release_entry(keys, other, owner)),
         })
     }
@@ -326,7 +326,7 @@ impl Backend for MemoryBackend {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        _: Claim,
+        _: LockKind,
         _: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::ready(self.subscribe_now(keys))

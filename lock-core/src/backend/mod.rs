@@ -2,7 +2,7 @@
 //! [`RedisBackend`] and [`MemoryBackend`].
 //!
 //! A backend does four things with one lock, each atomically in its store:
-//! try to take a lease for a [`Claim`] (minting a fencing token), renew it,
+//! try to take a lease for a [`LockKind`] (minting a fencing token), renew it,
 //! release it, and tell waiters about releases. It answers an attempt with
 //! a [`Grant`] (token, the ttl it gave, the segment), with "held", or with
 //! "queued": a ticket now stands in the store for the waiter, who refreshes
@@ -44,7 +44,7 @@ pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;
 #[cfg(feature = "zookeeper")]
 pub use self::zookeeper::ZooKeeperBackend;
-pub use crate::claim::Claim;
+pub(crate) use crate::kind::LockKind;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -157,9 +157,9 @@ impl ReleaseSignal {
 pub trait Backend: Send + Sync + 'static {
     /// Whether this store keeps `claim` (only what [`supports`](Self::supports)
     /// allows is ever asked of the methods below). Every store keeps
-    /// [`Claim::Exclusive`].
-    fn supports(&self, claim: Claim) -> bool {
-        claim == Claim::Exclusive
+    /// [`LockKind::Exclusive`].
+    fn supports(&self, claim: LockKind) -> bool {
+        claim == LockKind::Exclusive
     }
 
     /// Takes a lease of `claim` for `owner` for `ttl` if the key admits it,
@@ -170,7 +170,7 @@ pub trait Backend: Send + Sync + 'static {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>>;
@@ -181,7 +181,7 @@ pub trait Backend: Send + Sync + 'static {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
@@ -192,7 +192,7 @@ pub trait Backend: Send + Sync + 'static {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
@@ -205,7 +205,7 @@ pub trait Backend: Send + Sync + 'static {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
@@ -216,7 +216,7 @@ pub trait Backend: Send + Sync + 'static {
     fn confirm_replicas<'a>(
         &'a self,
         _keys: &'a StoredKeys,
-        _claim: Claim,
+        _claim: LockKind,
         _owner: &'a str,
         _ttl: Duration,
         wanted: usize,

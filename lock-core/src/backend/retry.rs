@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use super::{Backend, Claim};
+use super::{Backend, LockKind};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -47,7 +47,7 @@ const RELEASE_BACKOFF: Backoff =
 pub(crate) async fn release_until(
     backend: &dyn Backend,
     keys: &StoredKeys,
-    claim: Claim,
+    claim: LockKind,
     owner: &str,
     runs_out: Instant,
 ) -> Option<Result<bool, StoreError>> {

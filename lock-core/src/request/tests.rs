@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::backend::{Attempt, Claim, MemoryBackend, ReleaseSignal, StoreFuture};
+use crate::backend::{Attempt, LockKind, MemoryBackend, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
 use crate::{Backend, LockError, Locker, StoreError};
 
@@ -23,14 +23,14 @@ async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
         .expect("an unsupported claim waited")
         .unwrap_err();
     assert!(
-        matches!(err, LockError::Unsupported { claim: Claim::Fair, ref key, .. } if key == "k"),
+        matches!(err, LockError::Unsupported { claim: LockKind::Fair, ref key, .. } if key == "k"),
         "{err}"
     );
     assert_eq!(
         err.to_string(),
         "memory, 0ns leases at least does not support fair locks (lock `k`)"
     );
-    let once = locker.lock("free").claim(Claim::Read);
+    let once = locker.lock("free").claim(LockKind::Read);
     assert!(matches!(
         once.try_once().await,
         Err(LockError::Unsupported { .. })
@@ -49,7 +49,7 @@ impl Backend for AtLeast {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
@@ -60,7 +60,7 @@ impl Backend for AtLeast {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
@@ -70,7 +70,7 @@ impl Backend for AtLeast {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.store.release(keys, claim, owner)
@@ -79,7 +79,7 @@ impl Backend for AtLeast {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         self.store.subscribe(keys, claim, ticket)

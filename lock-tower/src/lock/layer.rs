@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use lock_core::Locker;
+use lock_core::{LockKind, Locker};
 use tower::Layer;
 
 use super::{LockService, Mode, OnLost, Reads, Settings, safe_methods_read};
@@ -84,7 +84,7 @@ impl<K, R> LockLayer<K, R> {
     /// replaces a read-write split: the last of `fair`, `read_write` and
     /// `reads_when` decides.
     pub fn fair(self) -> Self {
-        self.mode(Mode::Fair)
+        self.mode(Mode::Every(LockKind::Fair))
     }
 
     /// Takes the read lock for the requests `reads` accepts and the write

@@ -26,6 +26,8 @@ mod service;
 
 use std::time::Duration;
 
+use lock_core::LockKind;
+
 pub use body::{BoxError, LockBody};
 pub use future::ResponseFuture;
 pub use layer::LockLayer;
@@ -45,15 +47,29 @@ pub(crate) struct Settings {
 }
 
 /// Which lock a request takes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Mode {
-    /// `Locker::lock`.
-    #[default]
-    Exclusive,
-    /// `Locker::fair_lock`.
-    Fair,
-    /// `Locker::read_lock` when `reads` says so, else `Locker::write_lock`.
+    /// Every request the same kind (the plain lock unless told otherwise).
+    Every(LockKind),
+    /// The read lock when `reads` says so, else the write lock.
     ReadWrite { reads: Reads },
+}
+
+impl Default for Mode {
+    fn default() -> Self {
+        Mode::Every(LockKind::Exclusive)
+    }
+}
+
+impl Mode {
+    /// The kind of lock `request` takes.
+    pub(crate) fn kind<B>(&self, request: &http::Request<B>) -> LockKind {
+        match self {
+            Mode::Every(kind) => *kind,
+            Mode::ReadWrite { reads } if reads(request.method(), request.uri()) => LockKind::Read,
+            Mode::ReadWrite { .. } => LockKind::Write,
+        }
+    }
 }
 
 /// Which requests of a read-write layer take the read lock.

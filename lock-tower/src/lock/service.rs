@@ -9,7 +9,7 @@ use lock_core::Locker;
 use tower::Service;
 
 use super::future::{Answer, ResponseFuture};
-use super::{LockBody, Mode, Settings};
+use super::{LockBody, Settings};
 use crate::extract::{Key, KeyExtractor};
 use crate::rejection::{Protocol, Reject, Rejection};
 
@@ -73,14 +73,8 @@ where
                 return ResponseFuture::ready(answer.map(LockBody::full));
             }
         };
-        let mut lock = match self.settings.mode {
-            Mode::Exclusive => self.locker.lock(key.as_str()),
-            Mode::Fair => self.locker.fair_lock(key.as_str()),
-            Mode::ReadWrite { reads } if reads(request.method(), request.uri()) => {
-                self.locker.read_lock(key.as_str())
-            }
-            Mode::ReadWrite { .. } => self.locker.write_lock(key.as_str()),
-        };
+        let kind = self.settings.mode.kind(&request);
+        let mut lock = self.locker.lock_of(key.as_str(), kind);
         if let Some(ttl) = self.settings.ttl {
             lock = lock.ttl(ttl);
         }

@@ -11,7 +11,7 @@ use super::queue::{Names, take_place, take_segment};
 use super::standing::delete_entry;
 use super::{EtcdBackend, Gone, Placed, reaping};
 use crate::backend::queued::Entry;
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -20,7 +20,7 @@ impl EtcdBackend {
     pub(super) async fn acquire(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
@@ -57,7 +57,7 @@ impl EtcdBackend {
     async fn acquire_under(
         &self,
         names: &Names,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         lease: &Arc<Lease>,
         started: Instant,
@@ -67,7 +67,7 @@ impl EtcdBackend {
         if shared.held.is_reaping(&names.entry) {
             return Err(Gone::Store(reaping()));
         }
-        let segment = matches!(claim, Claim::Segment { .. });
+        let segment = matches!(claim, LockKind::Segment { .. });
         if !segment && shared.held.get(&names.entry).is_none() {
             // Recorded before the put is sent: a put that lands after its
             // acquire gave up is still deleted, at its ttl at the latest.
@@ -85,7 +85,7 @@ impl EtcdBackend {
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
         let (place, alive) = match claim {
-            Claim::Segment { of } => {
+            LockKind::Segment { of } => {
                 let take = take_segment(client, timeout, &names.base, of, owner, lease.id);
                 let (segment, alive) = tokio::join!(take, alive);
                 let placed = segment.map_err(Gone::from)?.map(|segment| {

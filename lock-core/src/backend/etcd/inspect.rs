@@ -17,7 +17,7 @@ use etcd_client::{
 use super::EtcdBackend;
 use super::errors::bounded;
 use super::queue::Names;
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::backend::queued::admission;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
@@ -30,11 +30,11 @@ const MAX_LISTED_ENTRIES: i64 = 20 * MAX_LISTED as i64;
 /// The prefixes of a key's five kinds of lock, in the order read.
 fn bases(keys: &StoredKeys) -> [String; 5] {
     let kinds = [
-        Claim::Exclusive,
-        Claim::Fair,
-        Claim::Read,
-        Claim::Permit { of: 1 },
-        Claim::Segment { of: 1 },
+        LockKind::Exclusive,
+        LockKind::Fair,
+        LockKind::Read,
+        LockKind::Permit { of: 1 },
+        LockKind::Segment { of: 1 },
     ];
     kinds.map(|claim| Names::of(keys, claim, "").base)
 }
@@ -44,7 +44,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// A holder's entry: its kind, owner and entry.
-type Found<'a> = (Claim, String, &'a KeyValue);
+type Found<'a> = (LockKind, String, &'a KeyValue);
 
 /// The holders among `entries` of a queue (sorted by create revision) of
 /// the kind at `base`; adds the others to `waiters`.
@@ -57,23 +57,23 @@ fn holders_of<'a>(
     let name = |kv: &KeyValue| text(&kv.key()[base.len().min(kv.key().len())..]);
     let mut held = Vec::new();
     // The queues' entries as the acquire reads them: its claim, owner.
-    let queued = |kv: &KeyValue| -> (Claim, String) {
+    let queued = |kv: &KeyValue| -> (LockKind, String) {
         match kind {
-            0 => (Claim::Exclusive, name(kv)),
-            1 => (Claim::Fair, name(kv)),
+            0 => (LockKind::Exclusive, name(kv)),
+            1 => (LockKind::Fair, name(kv)),
             2 => {
                 let entry = name(kv);
                 let (tag, owner) = entry.split_once('/').unwrap_or(("", &entry));
                 let claim = if tag == "w" {
-                    Claim::Write
+                    LockKind::Write
                 } else {
-                    Claim::Read
+                    LockKind::Read
                 };
                 (claim, owner.to_owned())
             }
             _ => {
                 let of: u32 = text(kv.value()).parse().unwrap_or(0);
-                (Claim::Permit { of }, name(kv))
+                (LockKind::Permit { of }, name(kv))
             }
         }
     };
@@ -96,7 +96,7 @@ fn holders_of<'a>(
                 if let Some((of, owner)) = value.split_once('|')
                     && let Ok(of) = of.parse()
                 {
-                    held.push((Claim::Segment { of }, owner.to_owned(), kv));
+                    held.push((LockKind::Segment { of }, owner.to_owned(), kv));
                 }
             }
         }

@@ -32,7 +32,7 @@ use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
 use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
 use super::queued::{self, Entry, Held, RoundsTask};
-use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -80,7 +80,7 @@ impl EtcdBackend {
     async fn renew_entry(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let started = Instant::now();
@@ -108,7 +108,7 @@ impl EtcdBackend {
     async fn release_entry(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let shared = &self.shared;
@@ -131,7 +131,7 @@ impl EtcdBackend {
             return deleted;
         }
         let (stored, revision) = match claim {
-            Claim::Segment { .. } => {
+            LockKind::Segment { .. } => {
                 match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
                     Some((stored, revision)) => (stored, Some(revision)),
                     None => return Ok(false),
@@ -154,7 +154,7 @@ impl EtcdBackend {
     async fn subscribe_turn(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&str>,
     ) -> Result<ReleaseSignal, StoreError> {
         let shared = &self.shared;
@@ -248,14 +248,14 @@ impl Drop for Shared {
 }
 
 impl Backend for EtcdBackend {
-    fn supports(&self, _: Claim) -> bool {
+    fn supports(&self, _: LockKind) -> bool {
         true
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
@@ -265,7 +265,7 @@ impl Backend for EtcdBackend {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         _ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
@@ -275,7 +275,7 @@ impl Backend for EtcdBackend {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(self.release_entry(keys, claim, owner))
@@ -284,7 +284,7 @@ impl Backend for EtcdBackend {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(self.subscribe_turn(keys, claim, ticket))

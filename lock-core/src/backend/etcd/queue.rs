@@ -13,7 +13,7 @@ use etcd_client::{
 };
 
 use super::errors::bounded;
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::backend::queued::{admission, spread};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -30,13 +30,13 @@ impl Names {
     /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
     /// is a lock of its own, as on Redis; a read-write lock's readers and
     /// writers share one prefix, in sub-prefixes of their own.
-    pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
+    pub(super) fn of(keys: &StoredKeys, claim: LockKind, owner: &str) -> Self {
         let base = keys.of_kind(claim) + "/";
         let entry = match claim {
-            Claim::Read => format!("{base}r/{owner}"),
-            Claim::Write => format!("{base}w/{owner}"),
+            LockKind::Read => format!("{base}r/{owner}"),
+            LockKind::Write => format!("{base}w/{owner}"),
             // Segments are stored as `<base><segment>`; this names the ticket.
-            Claim::Segment { .. } => format!("{base}owner/{owner}"),
+            LockKind::Segment { .. } => format!("{base}owner/{owner}"),
             _ => format!("{base}{owner}"),
         };
         Names { base, entry }
@@ -44,9 +44,9 @@ impl Names {
 
     /// The entries a waiter of `claim` waits for: all of the kind's, or a
     /// reader only the writers'.
-    pub(super) fn ahead(&self, claim: Claim) -> String {
+    pub(super) fn ahead(&self, claim: LockKind) -> String {
         match claim {
-            Claim::Read => format!("{}w/", self.base),
+            LockKind::Read => format!("{}w/", self.base),
             _ => self.base.clone(),
         }
     }
@@ -68,7 +68,7 @@ pub(super) async fn take_place(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: Claim,
+    claim: LockKind,
     lease: i64,
 ) -> Result<Place, StoreError> {
     let first = GetOptions::new()
@@ -77,7 +77,7 @@ pub(super) async fn take_place(
     // The entries that decide: the first of the kind (or, for a reader,
     // the first writer), or the first N for N permits.
     let (value, limit) = match claim {
-        Claim::Permit { of } => (of.to_string(), i64::from(of)),
+        LockKind::Permit { of } => (of.to_string(), i64::from(of)),
         _ => (String::new(), 1),
     };
     let deciding = TxnOp::get(names.ahead(claim), Some(first.with_limit(limit)));
@@ -112,7 +112,7 @@ pub(super) async fn take_place(
         ));
     };
     let deciding = deciding.kvs();
-    if let Claim::Permit { of } = claim
+    if let LockKind::Permit { of } = claim
         && let Some(stored) = disagreeing(deciding, of)
     {
         if reply.succeeded() {
@@ -129,8 +129,8 @@ pub(super) async fn take_place(
         .iter()
         .filter(|kv| kv.create_revision() < me.create_revision())
         .map(|_| {
-            if claim == Claim::Read {
-                Claim::Write
+            if claim == LockKind::Read {
+                LockKind::Write
             } else {
                 claim
             }

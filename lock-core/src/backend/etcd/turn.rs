@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::errors::{bounded, store_error};
 use super::queue::Names;
 use crate::backend::queued::AbortOnDrop;
-use crate::backend::{Claim, ReleaseSignal};
+use crate::backend::{LockKind, ReleaseSignal};
 use crate::store_error::{Refusal, StoreError};
 
 /// What a waiter waits for next.
@@ -37,7 +37,7 @@ pub(super) async fn turn_of(
     client: Client,
     timeout: Duration,
     names: Names,
-    claim: Claim,
+    claim: LockKind,
     revision: i64,
 ) -> Result<ReleaseSignal, StoreError> {
     // The first look and watch are made here, so that a store that fails
@@ -116,7 +116,7 @@ async fn behind(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: Claim,
+    claim: LockKind,
     revision: i64,
 ) -> Result<Behind, StoreError> {
     // The entries created before the waiter's, newest first (etcd sorts
@@ -128,7 +128,7 @@ async fn behind(
         .with_keys_only();
     // One of N permits waits while N are before it; others while any is.
     let enough = match claim {
-        Claim::Permit { of } => i64::from(of),
+        LockKind::Permit { of } => i64::from(of),
         _ => 1,
     };
     let ahead = names.ahead(claim);
@@ -144,7 +144,7 @@ async fn behind(
     Ok(match (claim, kvs.first()) {
         _ if (kvs.len() as i64) < enough => Behind::Nothing,
         // Any of them may go first.
-        (Claim::Permit { .. }, _) => Behind::Delete {
+        (LockKind::Permit { .. }, _) => Behind::Delete {
             key: ahead,
             prefix: true,
             seen,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{HeldBy, State};
-use crate::backend::{Attempt, Claim};
+use crate::backend::{Attempt, LockKind};
 use crate::inspect::Holder;
 use crate::keys::{KeyMap, StoredKeys};
 use crate::store_error::StoreError;
@@ -17,7 +17,7 @@ use crate::token::FencingToken;
 /// The leases (and tickets) one kind of lock keeps on one key.
 pub(super) trait Entries {
     /// Nothing held yet, for `claim`.
-    fn new(claim: Claim) -> Self
+    fn new(claim: LockKind) -> Self
     where
         Self: Sized;
 
@@ -25,7 +25,7 @@ pub(super) trait Entries {
     /// it holds one), minting with `mint`; or queues, or says held.
     fn acquire(
         &mut self,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -80,7 +80,7 @@ impl State {
     pub(super) fn on_entries<R>(
         &mut self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         create: bool,
         now: Instant,
         op: impl FnOnce(&mut dyn Entries, &mut dyn FnMut() -> FencingToken) -> R,
@@ -104,10 +104,10 @@ impl State {
             now,
         };
         match claim {
-            Claim::Fair => on.run(fair, &mut mint, op),
-            Claim::Read | Claim::Write => on.run(rw, &mut mint, op),
-            Claim::Permit { .. } => on.run(permits, &mut mint, op),
-            Claim::Segment { .. } => on.run(segments, &mut mint, op),
+            LockKind::Fair => on.run(fair, &mut mint, op),
+            LockKind::Read | LockKind::Write => on.run(rw, &mut mint, op),
+            LockKind::Permit { .. } => on.run(permits, &mut mint, op),
+            LockKind::Segment { .. } => on.run(segments, &mut mint, op),
             _ => None,
         }
     }
@@ -124,7 +124,7 @@ impl State {
 /// Where [`State::on_entries`] works.
 struct Site<'a> {
     keys: &'a StoredKeys,
-    claim: Claim,
+    claim: LockKind,
     create: bool,
     now: Instant,
 }

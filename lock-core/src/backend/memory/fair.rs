@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::HeldBy;
 use super::entries::{Entries, Released};
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::inspect::Holder;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -30,7 +30,7 @@ struct Ticket {
 }
 
 impl Entries for FairQueue {
-    fn new(_: Claim) -> Self {
+    fn new(_: LockKind) -> Self {
         FairQueue::default()
     }
 
@@ -45,7 +45,7 @@ impl Entries for FairQueue {
         for ticket in live {
             match ticket.token {
                 Some(token) => out.push(
-                    Holder::new(Claim::Fair, ticket.owner.as_str(), token)
+                    Holder::new(LockKind::Fair, ticket.owner.as_str(), token)
                         .remaining(ticket.expires - now),
                 ),
                 None => waiters += 1,
@@ -56,7 +56,7 @@ impl Entries for FairQueue {
 
     fn acquire(
         &mut self,
-        _: Claim,
+        _: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::entries::Entries;
 use super::{MemoryBackend, State};
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::sharded::SHARDS;
@@ -27,7 +27,7 @@ impl State {
     fn inspect(&self, keys: &StoredKeys, now: Instant) -> Inspection {
         let mut seen = Inspection::new(keys.user());
         if let Some(lease) = self.leases.get(keys).filter(|l| l.expires > now) {
-            let holder = Holder::new(Claim::Exclusive, lease.owner.as_str(), lease.token);
+            let holder = Holder::new(LockKind::Exclusive, lease.owner.as_str(), lease.token);
             seen.holders.push(holder.remaining(lease.expires - now));
         }
         let mut waiters = 0;

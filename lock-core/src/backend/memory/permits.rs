@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::HeldBy;
 use super::entries::{Entries, Released, renew_holder};
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
@@ -29,7 +29,7 @@ struct Holder {
 }
 
 impl Entries for Permits {
-    fn new(claim: Claim) -> Self {
+    fn new(claim: LockKind) -> Self {
         Permits {
             of: count(claim),
             holders: Vec::new(),
@@ -45,9 +45,9 @@ impl Entries for Permits {
         let of = self.of;
         for holder in self.holders.iter().filter(|h| h.expires > now) {
             let kind = if segments {
-                Claim::Segment { of }
+                LockKind::Segment { of }
             } else {
-                Claim::Permit { of }
+                LockKind::Permit { of }
             };
             let seen = crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
                 .remaining(holder.expires - now);
@@ -68,7 +68,7 @@ impl Entries for Permits {
     /// Takes one of the claim's permits or segments for `owner`.
     fn acquire(
         &mut self,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -89,7 +89,7 @@ impl Entries for Permits {
             self.of = of;
         } else if self.of != of {
             let what = match claim {
-                Claim::Segment { .. } => "segments",
+                LockKind::Segment { .. } => "segments",
                 _ => "permits",
             };
             return Err(StoreError::size_disagrees(what, of, self.of));
@@ -129,16 +129,16 @@ impl Entries for Permits {
 }
 
 /// The number of permits or segments `claim` names.
-fn count(claim: Claim) -> u32 {
+fn count(claim: LockKind) -> u32 {
     match claim {
-        Claim::Permit { of } | Claim::Segment { of } => of,
+        LockKind::Permit { of } | LockKind::Segment { of } => of,
         _ => 1,
     }
 }
 
-fn grant(claim: Claim, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
+fn grant(claim: LockKind, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
     match claim {
-        Claim::Segment { .. } => Grant::new(token, ttl).with_segment(segment),
+        LockKind::Segment { .. } => Grant::new(token, ttl).with_segment(segment),
         _ => Grant::new(token, ttl),
     }
 }

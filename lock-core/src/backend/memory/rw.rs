@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::HeldBy;
 use super::entries::{Entries, Released, renew_holder};
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
@@ -40,16 +40,16 @@ impl ReadWrite {
 }
 
 impl Entries for ReadWrite {
-    fn new(_: Claim) -> Self {
+    fn new(_: LockKind) -> Self {
         ReadWrite::default()
     }
 
     fn inspect(&self, now: Instant, _: bool, out: &mut Vec<crate::inspect::Holder>) -> usize {
         for holder in self.holders.iter().filter(|h| h.expires > now) {
             let kind = if holder.writes {
-                Claim::Write
+                LockKind::Write
             } else {
-                Claim::Read
+                LockKind::Read
             };
             out.push(
                 crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
@@ -74,7 +74,7 @@ impl Entries for ReadWrite {
 
     fn acquire(
         &mut self,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -85,7 +85,7 @@ impl Entries for ReadWrite {
             mine.expires = now + ttl;
             return Ok(Attempt::Acquired(Grant::new(mine.token, ttl)));
         }
-        let writes = claim == Claim::Write;
+        let writes = claim == LockKind::Write;
         let other_writer_waits = match &self.writer_waiting {
             Some((waiting, at)) => (!waiting.is(owner)).then_some(*at),
             None => None,

@@ -2,17 +2,17 @@
 //! acquire and an inspection both apply to the entries of a key's kind, in
 //! the order they were created.
 
-use crate::claim::Claim;
+use crate::kind::LockKind;
 
 /// Whether an entry of `claim` holds behind `ahead`, the claims of the
 /// entries created before it in its kind's queue: a reader when no writer
 /// is ahead; one of `of` permits when fewer than `of` entries are ahead;
 /// every other kind (plain, fair, write, a segment's queue) at the head.
-pub(crate) fn holds(claim: Claim, ahead: impl IntoIterator<Item = Claim>) -> bool {
+pub(crate) fn holds(claim: LockKind, ahead: impl IntoIterator<Item = LockKind>) -> bool {
     let mut ahead = ahead.into_iter();
     match claim {
-        Claim::Read => !ahead.any(|claim| claim == Claim::Write),
-        Claim::Permit { of } => ahead.count() < of as usize,
+        LockKind::Read => !ahead.any(|claim| claim == LockKind::Write),
+        LockKind::Permit { of } => ahead.count() < of as usize,
         _ => ahead.next().is_none(),
     }
 }
@@ -21,13 +21,13 @@ pub(crate) fn holds(claim: Claim, ahead: impl IntoIterator<Item = Claim>) -> boo
 mod tests {
     use super::*;
 
-    const KINDS: [Claim; 6] = [
-        Claim::Exclusive,
-        Claim::Fair,
-        Claim::Read,
-        Claim::Write,
-        Claim::Permit { of: 2 },
-        Claim::Segment { of: 2 },
+    const KINDS: [LockKind; 6] = [
+        LockKind::Exclusive,
+        LockKind::Fair,
+        LockKind::Read,
+        LockKind::Write,
+        LockKind::Permit { of: 2 },
+        LockKind::Segment { of: 2 },
     ];
 
     #[test]
@@ -42,9 +42,9 @@ mod tests {
         for claim in KINDS {
             for ahead in KINDS {
                 let expected = match (claim, ahead) {
-                    (Claim::Read, Claim::Write) => false,
-                    (Claim::Read, _) => true,
-                    (Claim::Permit { .. }, _) => true,
+                    (LockKind::Read, LockKind::Write) => false,
+                    (LockKind::Read, _) => true,
+                    (LockKind::Permit { .. }, _) => true,
                     _ => false,
                 };
                 assert_eq!(
@@ -58,14 +58,19 @@ mod tests {
 
     #[test]
     fn a_writer_anywhere_ahead_keeps_a_reader_waiting() {
-        let ahead = [Claim::Read, Claim::Read, Claim::Write, Claim::Read];
-        assert!(!holds(Claim::Read, ahead));
-        assert!(holds(Claim::Read, [Claim::Read; 5]));
+        let ahead = [
+            LockKind::Read,
+            LockKind::Read,
+            LockKind::Write,
+            LockKind::Read,
+        ];
+        assert!(!holds(LockKind::Read, ahead));
+        assert!(holds(LockKind::Read, [LockKind::Read; 5]));
     }
 
     #[test]
     fn permits_hold_while_fewer_than_their_number_are_ahead() {
-        let permit = Claim::Permit { of: 3 };
+        let permit = LockKind::Permit { of: 3 };
         assert!(holds(permit, [permit; 2]));
         assert!(!holds(permit, [permit; 3]));
     }

@@ -10,7 +10,7 @@ use redis::aio::ConnectionLike;
 use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, once};
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -34,15 +34,15 @@ fn unexpected(what: &str) -> StoreError {
 }
 
 /// The kind a holder's tag in inspect.lua's reply names.
-fn kind_of(tag: &str) -> Option<Claim> {
+fn kind_of(tag: &str) -> Option<LockKind> {
     let number = || tag[1..].parse().ok();
     Some(match tag.as_bytes().first()? {
-        b'x' => Claim::Exclusive,
-        b'f' => Claim::Fair,
-        b'r' => Claim::Read,
-        b'w' => Claim::Write,
-        b'p' => Claim::Permit { of: number()? },
-        b's' => Claim::Segment { of: number()? },
+        b'x' => LockKind::Exclusive,
+        b'f' => LockKind::Fair,
+        b'r' => LockKind::Read,
+        b'w' => LockKind::Write,
+        b'p' => LockKind::Permit { of: number()? },
+        b's' => LockKind::Segment { of: number()? },
         _ => return None,
     })
 }

@@ -32,7 +32,7 @@ use self::scripts::{
 };
 pub(crate) use self::send::{Sent, once, within};
 use self::wait::WaitConnections;
-use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -169,11 +169,11 @@ fn lock_invocation<'s>(
 /// A call of the script that renews `owner`'s lease of `claim`.
 fn renew_invocation(
     keys: &StoredKeys,
-    claim: Claim,
+    claim: LockKind,
     owner: &str,
     ttl: Duration,
 ) -> redis::ScriptInvocation<'static> {
-    if claim == Claim::Exclusive {
+    if claim == LockKind::Exclusive {
         return Operation::Renew(millis(ttl)).invocation(keys, owner);
     }
     let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, claim));
@@ -182,11 +182,11 @@ fn renew_invocation(
 }
 
 /// The hash the leases of `claim` (other than exclusive) live in.
-fn entries(keys: &StoredKeys, claim: Claim) -> String {
+fn entries(keys: &StoredKeys, claim: LockKind) -> String {
     match claim {
-        Claim::Segment { .. } => keys.segments(),
-        Claim::Fair => keys.fair(),
-        Claim::Read | Claim::Write => keys.rw(),
+        LockKind::Segment { .. } => keys.segments(),
+        LockKind::Fair => keys.fair(),
+        LockKind::Read | LockKind::Write => keys.rw(),
         _ => keys.permits(),
     }
 }
@@ -200,26 +200,26 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Every kind of lock the crate has.
-    fn supports(&self, _: Claim) -> bool {
+    fn supports(&self, _: LockKind) -> bool {
         true
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
             let reply = match claim {
-                Claim::Exclusive => {
+                LockKind::Exclusive => {
                     let operation = Operation::Acquire(millis(ttl));
                     self.lock_operation(operation, keys, owner).await?.reply
                 }
-                Claim::Permit { of } | Claim::Segment { of } => {
+                LockKind::Permit { of } | LockKind::Segment { of } => {
                     let (what, answer) = match claim {
-                        Claim::Permit { .. } => ("permits", "t"),
+                        LockKind::Permit { .. } => ("permits", "t"),
                         _ => ("segments", "s"),
                     };
                     let mut call = PERMIT_ACQUIRE_SCRIPT.key(entries(keys, claim));
@@ -228,16 +228,16 @@ where
                     let reply = self.script(&call).await?.reply;
                     return shared_outcome(reply, ttl, what, of);
                 }
-                Claim::Fair | Claim::Read | Claim::Write => {
+                LockKind::Fair | LockKind::Read | LockKind::Write => {
                     let script = match claim {
-                        Claim::Fair => &FAIR_ACQUIRE_SCRIPT,
+                        LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
                         _ => &RW_ACQUIRE_SCRIPT,
                     };
                     let mut call = script.key(entries(keys, claim));
                     call.key(keys.fence()).key(keys.lease());
                     call.arg(owner).arg(millis(ttl));
-                    if claim != Claim::Fair {
-                        call.arg(if claim == Claim::Write { "w" } else { "r" });
+                    if claim != LockKind::Fair {
+                        call.arg(if claim == LockKind::Write { "w" } else { "r" });
                     }
                     self.script(&call).await?.reply
                 }
@@ -249,13 +249,13 @@ where
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             let reply: redis::Value = match claim {
-                Claim::Exclusive => {
+                LockKind::Exclusive => {
                     let operation = Operation::Renew(millis(ttl));
                     self.lock_operation(operation, keys, owner).await?.reply
                 }
@@ -276,16 +276,16 @@ where
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
             let sent = match claim {
-                Claim::Exclusive => {
+                LockKind::Exclusive => {
                     let release = Operation::Release(self.publish);
                     self.lock_operation(release, keys, owner).await?
                 }
-                Claim::Permit { .. } | Claim::Segment { .. } => {
+                LockKind::Permit { .. } | LockKind::Segment { .. } => {
                     let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
                     call.key(keys.fence()).arg(owner).arg(keys.channel());
                     call.arg(self.publish.command());
@@ -293,7 +293,7 @@ where
                 }
                 other => {
                     let script = match other {
-                        Claim::Fair => &FAIR_RELEASE_SCRIPT,
+                        LockKind::Fair => &FAIR_RELEASE_SCRIPT,
                         _ => &RW_RELEASE_SCRIPT,
                     };
                     let mut call = script.key(entries(keys, other));
@@ -326,7 +326,7 @@ where
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        _: Claim,
+        _: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {
@@ -348,7 +348,7 @@ where
     fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
         wanted: usize,

@@ -18,7 +18,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use super::connection::Endpoint;
 use super::slots::SlotMasters;
 use super::{RedisBackend, millis, once, renew_invocation};
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -146,7 +146,7 @@ where
     /// `keys` within `within` (0 if the lease is gone).
     pub(super) async fn confirm(
         &self,
-        (keys, claim, owner, ttl): (&StoredKeys, Claim, &str, Duration),
+        (keys, claim, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
         wanted: usize,
         within: Duration,
     ) -> Result<usize, StoreError> {
@@ -181,7 +181,7 @@ where
     async fn confirm_on(
         &self,
         connections: &WaitConnections,
-        (keys, claim, owner, ttl): (&StoredKeys, Claim, &str, Duration),
+        (keys, claim, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
         wait: &redis::Cmd,
         within: Duration,
     ) -> Result<usize, StoreError> {

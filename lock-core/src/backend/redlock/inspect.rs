@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::RedLockBackend;
-use crate::backend::{Backend, Claim, RedisBackend};
+use crate::backend::{Backend, LockKind, RedisBackend};
 use crate::inspect::{Holder, Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -34,7 +34,7 @@ impl RedLockBackend {
         let inspect = |backend: &'a RedisBackend| backend.inspect(keys);
         let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
         let seen = self.quorum_of("the inspection", answers)?;
-        let mut by_owner: HashMap<(Claim, String), (usize, Holder)> = HashMap::new();
+        let mut by_owner: HashMap<(LockKind, String), (usize, Holder)> = HashMap::new();
         for holder in seen.iter().flat_map(|s| s.holders.iter()) {
             let entry = by_owner.entry((holder.kind, holder.owner.clone()));
             let (count, merged) = entry.or_insert_with(|| (0, holder.clone()));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{MAX_RELEASES_LATER, RedLockBackend};
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::backend::retry::release_until;
 use crate::keys::StoredKeys;
 
@@ -23,7 +23,7 @@ impl RedLockBackend {
         &self,
         failed: &[bool],
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
     ) {
         let longest = Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed));

@@ -40,7 +40,7 @@ use tokio::sync::OnceCell;
 use self::master::Master;
 use self::merged::merged;
 use crate::backend::redis::once;
-use crate::backend::{Attempt, Backend, Claim, Grant, RedisBackend, ReleaseSignal, StoreFuture};
+use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
@@ -203,7 +203,7 @@ impl RedLockBackend {
     /// later: the next try asks with the same owner value, and a late
     /// give-back would undo the lease it takes.)
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
-        let release = |backend: &'a RedisBackend| backend.release(keys, Claim::Exclusive, owner);
+        let release = |backend: &'a RedisBackend| backend.release(keys, LockKind::Exclusive, owner);
         let _ = self.on_masters(&self.masters, bound, release).await;
     }
 }
@@ -222,7 +222,7 @@ impl Backend for RedLockBackend {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
@@ -276,7 +276,7 @@ impl Backend for RedLockBackend {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
@@ -291,7 +291,7 @@ impl Backend for RedLockBackend {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(async move {
@@ -336,7 +336,7 @@ impl Backend for RedLockBackend {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(async move {

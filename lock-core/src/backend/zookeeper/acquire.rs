@@ -14,7 +14,7 @@ use super::queue::{
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::queued::{Entry, spread};
-use crate::backend::{Attempt, Claim, Grant};
+use crate::backend::{Attempt, Grant, LockKind};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -39,7 +39,7 @@ impl ZooKeeperBackend {
     pub(super) async fn acquire(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
@@ -50,7 +50,7 @@ impl ZooKeeperBackend {
         if shared.held.is_reaping(&names.ticket) {
             return Err(reaping());
         }
-        if let Claim::Segment { of } = claim {
+        if let LockKind::Segment { of } = claim {
             return self.acquire_segment(&names, of, owner, ttl).await;
         }
         // A ticket asked for again keeps its node, while its session lives.

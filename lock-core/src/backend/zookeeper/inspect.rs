@@ -10,36 +10,36 @@ use zookeeper_client::Client;
 use super::errors::bounded;
 use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend, delete};
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// The parents of a key's five kinds of lock, with the claim each is read as.
-fn parents(keys: &StoredKeys) -> [(String, Claim); 5] {
+fn parents(keys: &StoredKeys) -> [(String, LockKind); 5] {
     let of = |claim| Names::of(keys, claim, "").parent;
     [
-        (of(Claim::Exclusive), Claim::Exclusive),
-        (of(Claim::Fair), Claim::Fair),
-        (of(Claim::Read), Claim::Read),
-        (of(Claim::Permit { of: 1 }), Claim::Permit { of: 1 }),
-        (of(Claim::Segment { of: 1 }), Claim::Segment { of: 1 }),
+        (of(LockKind::Exclusive), LockKind::Exclusive),
+        (of(LockKind::Fair), LockKind::Fair),
+        (of(LockKind::Read), LockKind::Read),
+        (of(LockKind::Permit { of: 1 }), LockKind::Permit { of: 1 }),
+        (of(LockKind::Segment { of: 1 }), LockKind::Segment { of: 1 }),
     ]
 }
 
 /// The kind a holding child holds, read from its tag.
-fn kind_of(child: &Child<'_>, read_as: Claim) -> Option<(Claim, Option<u32>)> {
+fn kind_of(child: &Child<'_>, read_as: LockKind) -> Option<(LockKind, Option<u32>)> {
     Some(match read_as {
-        Claim::Read | Claim::Write if child.kind == "w" => (Claim::Write, None),
-        Claim::Read | Claim::Write => (Claim::Read, None),
-        Claim::Permit { .. } => {
+        LockKind::Read | LockKind::Write if child.kind == "w" => (LockKind::Write, None),
+        LockKind::Read | LockKind::Write => (LockKind::Read, None),
+        LockKind::Permit { .. } => {
             let of = child.kind.strip_prefix('p')?.parse().ok()?;
-            (Claim::Permit { of }, None)
+            (LockKind::Permit { of }, None)
         }
-        Claim::Segment { .. } => {
+        LockKind::Segment { .. } => {
             let (index, of) = parse_segment(child.kind)?;
-            (Claim::Segment { of }, Some(index))
+            (LockKind::Segment { of }, Some(index))
         }
         other => (other, None),
     })
@@ -47,12 +47,12 @@ fn kind_of(child: &Child<'_>, read_as: Claim) -> Option<(Claim, Option<u32>)> {
 
 /// Whether `name` holds among the sorted `all` under a parent read as
 /// `read_as`.
-fn holding(all: &[String], name: &str, read_as: Claim) -> bool {
+fn holding(all: &[String], name: &str, read_as: LockKind) -> bool {
     let Some(child) = Child::parse(name) else {
         return false;
     };
     match read_as {
-        Claim::Segment { .. } => {
+        LockKind::Segment { .. } => {
             // The first of its segment's queue.
             let first = all
                 .iter()
@@ -60,16 +60,16 @@ fn holding(all: &[String], name: &str, read_as: Claim) -> bool {
                 .find(|c| c.kind == child.kind);
             first.is_some_and(|first| first.name == name)
         }
-        Claim::Permit { .. } => {
+        LockKind::Permit { .. } => {
             let of = child.kind.strip_prefix('p').and_then(|n| n.parse().ok());
             let of = of.unwrap_or(0);
-            matches!(holds(all, name, Claim::Permit { of }), Ok(Some(true)))
+            matches!(holds(all, name, LockKind::Permit { of }), Ok(Some(true)))
         }
-        Claim::Read | Claim::Write => {
+        LockKind::Read | LockKind::Write => {
             let as_claim = if child.kind == "w" {
-                Claim::Write
+                LockKind::Write
             } else {
-                Claim::Read
+                LockKind::Read
             };
             matches!(holds(all, name, as_claim), Ok(Some(true)))
         }

@@ -32,7 +32,7 @@ use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use self::standing::Standing;
 use super::queued::{self, Entry, Held};
-use super::{Attempt, Backend, Claim, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
 use crate::inspect::{Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -81,7 +81,7 @@ impl ZooKeeperBackend {
     async fn renew_entry(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let names = Names::of(keys, claim, owner);
@@ -108,7 +108,7 @@ impl ZooKeeperBackend {
     async fn release_entry(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let shared = &self.shared;
@@ -139,7 +139,7 @@ impl ZooKeeperBackend {
     async fn subscribe_turn(
         &self,
         keys: &StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&str>,
     ) -> Result<ReleaseSignal, StoreError> {
         let shared = &self.shared;
@@ -235,14 +235,14 @@ impl Drop for Shared {
 }
 
 impl Backend for ZooKeeperBackend {
-    fn supports(&self, _: Claim) -> bool {
+    fn supports(&self, _: LockKind) -> bool {
         true
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
@@ -252,7 +252,7 @@ impl Backend for ZooKeeperBackend {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
         _ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
@@ -262,7 +262,7 @@ impl Backend for ZooKeeperBackend {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         StoreFuture::new(self.release_entry(keys, claim, owner))
@@ -271,7 +271,7 @@ impl Backend for ZooKeeperBackend {
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: Claim,
+        claim: LockKind,
         ticket: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(self.subscribe_turn(keys, claim, ticket))

@@ -13,7 +13,7 @@ use std::time::Duration;
 use zookeeper_client::{Acls, Client, CreateMode, Error};
 
 use super::errors::bounded;
-use crate::backend::Claim;
+use crate::backend::LockKind;
 use crate::backend::queued::admission;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -52,11 +52,11 @@ impl<'a> Child<'a> {
 
 /// The kind tag of `claim` in node names (a segment's is made when one is
 /// picked: [`segment_tag`]).
-fn tag(claim: Claim) -> String {
+fn tag(claim: LockKind) -> String {
     match claim {
-        Claim::Read => "r".to_owned(),
-        Claim::Write => "w".to_owned(),
-        Claim::Permit { of } => format!("p{of}"),
+        LockKind::Read => "r".to_owned(),
+        LockKind::Write => "w".to_owned(),
+        LockKind::Permit { of } => format!("p{of}"),
         _ => "x".to_owned(),
     }
 }
@@ -64,7 +64,7 @@ fn tag(claim: Claim) -> String {
 impl Names {
     /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
     /// is a lock of its own, as on Redis.
-    pub(super) fn of(keys: &StoredKeys, claim: Claim, owner: &str) -> Self {
+    pub(super) fn of(keys: &StoredKeys, claim: LockKind, owner: &str) -> Self {
         let stored = keys.of_kind(claim);
         // A node name holds no `/`; the escaped key holds no raw `%`, so
         // writing `/` as `%2F` keeps names apart.
@@ -195,12 +195,12 @@ pub(super) fn parse_segment(kind: &str) -> Option<(u32, u32)> {
 pub(super) fn holds(
     children: &[String],
     mine: &str,
-    claim: Claim,
+    claim: LockKind,
 ) -> Result<Option<bool>, StoreError> {
     let Some(at) = children.iter().position(|name| name == mine) else {
         return Ok(None);
     };
-    if let Claim::Permit { of } = claim {
+    if let LockKind::Permit { of } = claim {
         let holders = children
             .iter()
             .take(of as usize)
@@ -214,8 +214,8 @@ pub(super) fn holds(
     }
     let ahead = children[..at].iter().filter_map(|name| Child::parse(name));
     let ahead = ahead.map(|child| match child.kind {
-        "w" => Claim::Write,
-        "r" => Claim::Read,
+        "w" => LockKind::Write,
+        "r" => LockKind::Read,
         _ => claim,
     });
     Ok(Some(admission::holds(claim, ahead)))

@@ -13,7 +13,7 @@ use zookeeper_client::{Client, OneshotWatcher};
 use super::errors::bounded;
 use super::queue::{Child, Names, children};
 use crate::backend::queued::AbortOnDrop;
-use crate::backend::{Claim, ReleaseSignal};
+use crate::backend::{LockKind, ReleaseSignal};
 use crate::store_error::StoreError;
 
 /// Tells the waiter whose node is `mine` (a child of `names.parent`) its
@@ -22,7 +22,7 @@ pub(super) async fn turn_of(
     client: Client,
     timeout: Duration,
     names: Names,
-    claim: Claim,
+    claim: LockKind,
     mine: String,
 ) -> Result<ReleaseSignal, StoreError> {
     // The first look and watch are made here, so that a store that fails
@@ -93,11 +93,11 @@ async fn behind(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: Claim,
+    claim: LockKind,
     mine: &str,
 ) -> Result<Option<OneshotWatcher>, StoreError> {
     loop {
-        if let Claim::Permit { of } = claim {
+        if let LockKind::Permit { of } = claim {
             let (all, watcher) = bounded(
                 timeout,
                 false,
@@ -119,7 +119,7 @@ async fn behind(
         };
         let before = all[..at].iter().rev().find(|name| {
             let kind = Child::parse(name).map_or("", |child| child.kind);
-            claim != Claim::Read || kind == "w"
+            claim != LockKind::Read || kind == "w"
         });
         let Some(before) = before else {
             return Ok(None);

@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use lock_core::backend::Claim;
+use lock_core::LockKind;
 use lock_core::{Holder, LockError, LockGuard};
 use lock_testkit::TestStore;
 
 use super::SLACK;
 
 /// The one holder `guard` should be in `holders`, checked against it.
-fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: Claim) -> &'h Holder {
+fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: LockKind) -> &'h Holder {
     let found: Vec<&Holder> = holders
         .iter()
         .filter(|h| h.token == guard.token())
@@ -39,7 +39,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
     let seen = a.inspect("seen:plain").await.unwrap();
     assert_eq!(seen.key, "seen:plain");
     assert_eq!(seen.holders.len(), 1, "{seen:?}");
-    holder_of(&seen.holders, &plain, Claim::Exclusive);
+    holder_of(&seen.holders, &plain, LockKind::Exclusive);
     assert!(!b.inspect("seen:nothing").await.unwrap().is_held());
 
     if store.keeps_the_family() {
@@ -71,16 +71,16 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
             .await
             .expect("the fair waiter's ticket never showed");
         assert_eq!(seen.holders.len(), 1, "{seen:?}");
-        holder_of(&seen.holders, &fair, Claim::Fair);
+        holder_of(&seen.holders, &fair, LockKind::Fair);
 
         let seen = b.inspect("seen:rw").await.unwrap();
         assert_eq!(seen.holders.len(), 2, "{seen:?}");
-        holder_of(&seen.holders, &r1, Claim::Read);
-        holder_of(&seen.holders, &r2, Claim::Read);
+        holder_of(&seen.holders, &r1, LockKind::Read);
+        holder_of(&seen.holders, &r2, LockKind::Read);
         let seen = b.inspect("seen:sem").await.unwrap();
-        holder_of(&seen.holders, &permit, Claim::Permit { of: 3 });
+        holder_of(&seen.holders, &permit, LockKind::Permit { of: 3 });
         let seen = b.inspect("seen:striped").await.unwrap();
-        let holder = holder_of(&seen.holders, &segment, Claim::Segment { of: 4 });
+        let holder = holder_of(&seen.holders, &segment, LockKind::Segment { of: 4 });
         assert_eq!(holder.segment, segment.segment());
 
         let mut listed = b.held_keys("seen:*").await.unwrap();

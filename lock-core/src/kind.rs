@@ -1,4 +1,4 @@
-//! [`Claim`]: the kind of lock one acquisition asks for.
+//! [`LockKind`]: the kind of lock one acquisition asks for.
 
 use std::fmt;
 
@@ -11,14 +11,14 @@ use std::fmt;
 /// request is sent, never with a weaker lock in its place.
 ///
 /// ```
-/// use lock_core::backend::Claim;
+/// use lock_core::LockKind;
 ///
-/// assert_eq!(Claim::Permit { of: 4 }.to_string(), "semaphore");
-/// assert!(Claim::Exclusive.is_exclusive());
+/// assert_eq!(LockKind::Permit { of: 4 }.to_string(), "semaphore");
+/// assert!(LockKind::Exclusive.is_exclusive());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Claim {
+pub enum LockKind {
     /// One holder at a time, in no particular order (the plain lock).
     Exclusive,
     /// One holder at a time, granted in the order requests reached the
@@ -40,23 +40,23 @@ pub enum Claim {
     },
 }
 
-impl Claim {
+impl LockKind {
     /// Whether the claim excludes every other holder of the key.
     pub fn is_exclusive(self) -> bool {
-        matches!(self, Claim::Exclusive | Claim::Fair | Claim::Write)
+        matches!(self, LockKind::Exclusive | LockKind::Fair | LockKind::Write)
     }
 }
 
 /// The kind's name, as in "memory does not support fair locks".
-impl fmt::Display for Claim {
+impl fmt::Display for LockKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Claim::Exclusive => f.write_str("exclusive"),
-            Claim::Fair => f.write_str("fair"),
-            Claim::Read => f.write_str("read"),
-            Claim::Write => f.write_str("write"),
-            Claim::Permit { .. } => f.write_str("semaphore"),
-            Claim::Segment { .. } => f.write_str("striped"),
+            LockKind::Exclusive => f.write_str("exclusive"),
+            LockKind::Fair => f.write_str("fair"),
+            LockKind::Read => f.write_str("read"),
+            LockKind::Write => f.write_str("write"),
+            LockKind::Permit { .. } => f.write_str("semaphore"),
+            LockKind::Segment { .. } => f.write_str("striped"),
         }
     }
 }
