@@ -1,13 +1,13 @@
 //! For operators: what the store holds for a key
-//! ([`Locker::inspect`]), the keys held ([`Locker::held_keys`]) and
-//! breaking a lock ([`Locker::force_release`]).
+//! ([`Locker::inspect`](crate::Locker::inspect)), the keys held ([`Locker::held_keys`](crate::Locker::held_keys)) and
+//! breaking a lock ([`Locker::force_release`](crate::Locker::force_release)).
 
 use std::time::Duration;
 
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
-/// Most keys [`Locker::held_keys`] returns.
+/// Most keys [`Locker::held_keys`](crate::Locker::held_keys) returns.
 pub const MAX_LISTED: usize = 10_000;
 
 /// A pattern of user keys: `*` matches any run of characters, `?` one.
