@@ -50,9 +50,9 @@ impl LockerBuilder {
     /// - `redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`,
     ///   `redis+cluster://`: Redis, as [`redis`](Self::redis);
     /// - `etcd://[user:password@]host:port[,host:port...]`: etcd, as
-    ///   [`etcd`](Self::etcd) (feature `etcd`);
+    ///   `etcd` (feature `etcd`);
     /// - `zk://host:port[,host:port...][/chroot]`: ZooKeeper, as
-    ///   [`zookeeper`](Self::zookeeper) (feature `zookeeper`).
+    ///   `zookeeper` (feature `zookeeper`).
     ///
     /// Another scheme, or one whose feature is off, is
     /// [`UnsupportedScheme`](LockError::UnsupportedScheme).

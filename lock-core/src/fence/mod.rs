@@ -10,7 +10,7 @@
 //!
 //! - Redis: [`RedisFence`] - fenced `SET`, `HSET` and any one command, each
 //!   one round trip (a Lua script that checks, records and writes).
-//! - PostgreSQL (feature `postgres`): [`postgres::PgFence`], the pattern
+//! - PostgreSQL (feature `postgres`): `postgres::PgFence`, the pattern
 //!   `UPDATE ... SET ..., fence_token = $token WHERE id = $id AND
 //!   fence_token <= $token`.
 //! - HTTP: lock-tower's `FenceCheckLayer` answers `409 Conflict` to a
