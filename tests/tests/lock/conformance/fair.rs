@@ -4,7 +4,7 @@ use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::Locker;
+use lock_core::{LockGuard, Locker};
 use lock_testkit::{Process, TestStore};
 use tokio::time::Instant;
 
@@ -143,17 +143,7 @@ pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore
     let queued_at = Instant::now();
     std::mem::forget(vanishing);
     // The next waiter, behind both.
-    let (next, counts) = store.locker_with(|l| l).await;
-    let asked = counts.acquires();
-    let waiting =
-        tokio::spawn(async move { next.fair_lock("line").wait(Duration::from_secs(30)).await });
-    counts.acquires_reach(asked + 1).await;
-    held.release().await.unwrap();
-    let guard = tokio::time::timeout(ttl + SLACK * 2, waiting)
-        .await
-        .expect("a dead waiter blocked the queue past its lease")
-        .unwrap()
-        .unwrap();
+    let guard = next_behind_a_dead_ticket(&store, held, ttl).await;
     let after = queued_at.elapsed();
     // The dead waiter came first: it held the place until its ticket lapsed.
     assert!(
@@ -223,18 +213,7 @@ pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(st
     waiters_reach(&holder, "line", tickets + 1).await;
     dead.kill();
     let killed = Instant::now();
-    // The next waiter, behind the dead one's ticket.
-    let (next, counts) = store.locker_with(|l| l).await;
-    let asked = counts.acquires();
-    let waiting =
-        tokio::spawn(async move { next.fair_lock("line").wait(Duration::from_secs(30)).await });
-    counts.acquires_reach(asked + 1).await;
-    held.release().await.unwrap();
-    let guard = tokio::time::timeout(ttl + SLACK * 2, waiting)
-        .await
-        .expect("the dead waiter blocked the queue past its ticket's lease")
-        .unwrap()
-        .unwrap();
+    let guard = next_behind_a_dead_ticket(&store, held, ttl).await;
     let after = killed.elapsed();
     assert!(after <= ttl + SLACK, "served {after:?} after the kill");
     // The dead ticket stood (renewed every ttl/3 while its process lived).
@@ -244,6 +223,23 @@ pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(st
     );
     guard.release().await.unwrap();
     super::store_is_empty(&store).await;
+}
+
+/// Queues a fair request of a fresh Locker on `line`, behind a dead
+/// waiter's ticket, lets `held` go, and returns the new request's guard once
+/// served: within the dead ticket's lease `ttl` (and some slack).
+async fn next_behind_a_dead_ticket(store: &TestStore, held: LockGuard, ttl: Duration) -> LockGuard {
+    let (next, counts) = store.locker_with(|l| l).await;
+    let asked = counts.acquires();
+    let waiting =
+        tokio::spawn(async move { next.fair_lock("line").wait(Duration::from_secs(30)).await });
+    counts.acquires_reach(asked + 1).await;
+    held.release().await.unwrap();
+    tokio::time::timeout(ttl + SLACK * 2, waiting)
+        .await
+        .expect("a dead waiter blocked the queue past its ticket's lease")
+        .unwrap()
+        .unwrap()
 }
 
 /// A `fair_waiter` process with `tasks` tasks on `key` of the store at
