@@ -94,19 +94,19 @@ impl Acquisition {
         if let Some(held) = self.held_in_scope() {
             return Next::Done(held);
         }
-        let inner = &self.locker.inner;
+        let locker = &self.locker;
         // A claim that may queue leaves a ticket to keep: the general path.
         let plain = self.claim == LockKind::Exclusive;
-        if !plain || !inner.backend.answers_in_place() || inner.config.replicas.is_some() {
+        if !plain || !locker.backend().answers_in_place() || locker.config().replicas.is_some() {
             return Next::Line(self);
         }
-        let Ok(first) = inner.lines.try_enter(&self.keys) else {
+        let Ok(first) = locker.plain_lines().try_enter(&self.keys) else {
             return Next::Line(self);
         };
         let started = Instant::now();
-        let owner = owner::next(&inner.owner_prefix);
-        let answer = inner
-            .backend
+        let owner = owner::next(locker.owner_prefix());
+        let answer = locker
+            .backend()
             .try_acquire(&self.keys, self.claim, owner.as_str(), self.ttl)
             .into_ready()
             .ok();
@@ -142,9 +142,8 @@ impl Acquisition {
     /// A reentrant guard (or the loss) if the calling task already holds
     /// this lock in a scope.
     fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
-        let held = |claims: &[LockKind]| {
-            scope::held_by_task(self.locker.inner.id, self.keys.lease(), claims)
-        };
+        let held =
+            |claims: &[LockKind]| scope::held_by_task(self.locker.id(), self.keys.lease(), claims);
         let lease = match self.claim {
             // A read inside a write of the key is covered by the write.
             LockKind::Read => held(&[LockKind::Read, LockKind::Write])?,
@@ -168,15 +167,18 @@ impl Acquisition {
     /// Takes its turn in the local line for the key (waiting if another task
     /// of this process has it), then works the store.
     pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
-        let inner = &self.locker.inner;
+        let locker = &self.locker;
         let started = Instant::now();
         if self.claim == LockKind::Fair {
             // Served in the order requests reached the store: each takes its
             // ticket now, not when a local turn would come. Its first try
             // waits for its turn to send, so the store queues this process's
             // requests in call order.
-            let first_send = self.take_turn(&inner.fair_sends, started).await?;
-            let place = inner.fair.take(&self.keys).ok_or_else(|| self.too_many())?;
+            let first_send = self.take_turn(locker.fair_sends(), started).await?;
+            let place = locker
+                .fair_places()
+                .take(&self.keys)
+                .ok_or_else(|| self.too_many())?;
             let head = Head {
                 turn: Local::Place {
                     place,
@@ -189,7 +191,7 @@ impl Acquisition {
         }
         // Every kind has lines of its own (see `KindLines`): one task at a
         // time asks the store.
-        let turn = self.take_turn(inner.lines_of(self.claim), started).await?;
+        let turn = self.take_turn(locker.lines_of(self.claim), started).await?;
         let head = Head {
             turn: Local::Turn(turn),
             started,
@@ -219,7 +221,7 @@ impl Acquisition {
     fn too_many(&self) -> LockError {
         LockError::TooManyWaiters {
             key: LockError::shown(self.keys.user()),
-            limit: self.locker.inner.config.max_waiters_per_key,
+            limit: self.locker.config().max_waiters_per_key,
         }
     }
 
@@ -232,8 +234,8 @@ impl Acquisition {
             mut held,
         } = head;
         let deadline = started + self.wait;
-        let inner = &self.locker.inner;
-        let backend = &inner.backend;
+        let locker = &self.locker;
+        let backend = &locker.backend();
         // Undo a possibly applied acquire if this future is dropped mid-request.
         let mut undo = UndoOnDrop::new(&self);
         let mut subscription = Subscription::default();
@@ -251,7 +253,9 @@ impl Acquisition {
                         // In an outage, no attempt runs past the outage's bound.
                         Some(outage) => tokio::time::timeout_at(outage.gives_up_at, attempt)
                             .await
-                            .unwrap_or_else(|_| Err(StoreError::timed_out(inner.config.timeout))),
+                            .unwrap_or_else(|_| {
+                                Err(StoreError::timed_out(locker.config().timeout))
+                            }),
                     };
                     undo.sending = false;
                     attempt
@@ -297,7 +301,7 @@ impl Acquisition {
                         sent,
                     });
                     // From here a dropped future drops the guard, which releases.
-                    let guard = if inner.config.replicas.is_some() {
+                    let guard = if locker.config().replicas.is_some() {
                         Box::pin(self.confirm_replicas(guard)).await?
                     } else {
                         guard
@@ -327,7 +331,7 @@ impl Acquisition {
                 Err(err) => {
                     undo.in_doubt |= err.outcome_unknown();
                     telemetry::store_error(Operation::Acquire);
-                    let timeout = inner.config.timeout;
+                    let timeout = locker.config().timeout;
                     let outage = outage.get_or_insert_with(|| Outage::began(sent, timeout));
                     let Some(retry_at) = outage.retry_at(&err, deadline) else {
                         tracing::warn!(key = %self.keys.user(), error = %err, "acquire failed: store unavailable");
@@ -353,13 +357,13 @@ impl Acquisition {
         let (token, ttl) = (grant.token, grant.ttl);
         let plan = watchdog::Plan {
             renew: self.watchdog,
-            hold_until: self.locker.inner.config.max_hold.map(|h| sent + h),
+            hold_until: self.locker.config().max_hold.map(|h| sent + h),
         };
-        let inner = &self.locker.inner;
+        let locker = &self.locker;
         let lease = LeaseState::new(LeaseParts {
-            backend: Arc::clone(&inner.backend),
-            lines: Arc::clone(&inner.lines),
-            locker_id: inner.id,
+            backend: Arc::clone(locker.backend()),
+            lines: Arc::clone(locker.plain_lines()),
+            locker_id: locker.id(),
             keys: self.keys.clone(),
             claim: self.claim,
             owner,
@@ -370,8 +374,7 @@ impl Acquisition {
             turn,
         });
         self.locker
-            .inner
-            .watchdogs
+            .watchdogs()
             .start(Arc::clone(&lease), plan, sent, watchdog::interval(ttl));
         LockGuard::owner(lease)
     }
@@ -389,10 +392,10 @@ impl Acquisition {
     /// Replica acknowledgement: on failure the lease is released and the
     /// acquire fails.
     async fn confirm_replicas(&self, guard: LockGuard) -> Result<LockGuard, LockError> {
-        let Some((wanted, within)) = self.locker.inner.config.replicas else {
+        let Some((wanted, within)) = self.locker.config().replicas else {
             return Ok(guard);
         };
-        let (backend, lease) = (&self.locker.inner.backend, &guard.lease);
+        let (backend, lease) = (&self.locker.backend(), &guard.lease);
         let owner = lease.owner.as_str();
         let confirmed = backend
             .confirm_replicas(&self.keys, self.claim, owner, lease.ttl, wanted, within)

@@ -54,36 +54,77 @@ static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 /// ```
 #[derive(Clone)]
 pub struct Locker {
-    pub(crate) inner: Arc<LockerInner>,
+    inner: Arc<LockerInner>,
 }
 
-pub(crate) struct LockerInner {
-    pub(crate) id: u64,
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) config: Config,
+struct LockerInner {
+    id: u64,
+    backend: Arc<dyn Backend>,
+    config: Config,
     /// The start of every owner value this Locker makes.
-    pub(crate) owner_prefix: OwnerPrefix,
-    pub(crate) lines: Arc<Lines>,
-    pub(crate) kind_lines: KindLines,
+    owner_prefix: OwnerPrefix,
+    lines: Arc<Lines>,
+    kind_lines: KindLines,
     /// The fair requests, which take no turn: each asks the store at once.
-    pub(crate) fair: Arc<Places>,
+    fair: Arc<Places>,
     /// The turn to make a fair request's first try (one at a time per key,
     /// in call order), given up once it is answered.
-    pub(crate) fair_sends: Arc<Lines>,
-    pub(crate) watchdogs: Watchdogs,
+    fair_sends: Arc<Lines>,
+    watchdogs: Watchdogs,
 }
 
-impl LockerInner {
-    /// The local lines that `claim` waits in (a fair request waits in none:
-    /// see [`fair`](Self::fair)).
-    pub(crate) fn lines_of(&self, claim: LockKind) -> &Arc<Lines> {
-        match claim {
-            LockKind::Read => &self.kind_lines.read,
-            LockKind::Write => &self.kind_lines.write,
-            LockKind::Permit { .. } => &self.kind_lines.permits,
-            LockKind::Segment { .. } => &self.kind_lines.segments,
-            _ => &self.lines,
+/// What the acquisition path and the requests read of a Locker.
+impl Locker {
+    /// Tells this Locker apart from the others of the process (a task's
+    /// scope is reentrant per Locker).
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn owner_prefix(&self) -> &OwnerPrefix {
+        &self.inner.owner_prefix
+    }
+
+    /// The local lines of the plain lock.
+    pub(crate) fn plain_lines(&self) -> &Arc<Lines> {
+        &self.inner.lines
+    }
+
+    /// The local lines that `kind` waits in (a fair request waits in none:
+    /// see [`fair_places`](Self::fair_places)).
+    pub(crate) fn lines_of(&self, kind: LockKind) -> &Arc<Lines> {
+        let lines = &self.inner.kind_lines;
+        match kind {
+            LockKind::Read => &lines.read,
+            LockKind::Write => &lines.write,
+            LockKind::Permit { .. } => &lines.permits,
+            LockKind::Segment { .. } => &lines.segments,
+            _ => &self.inner.lines,
         }
+    }
+
+    /// The places of the fair requests, which take no turn: each asks the
+    /// store at once.
+    pub(crate) fn fair_places(&self) -> &Arc<Places> {
+        &self.inner.fair
+    }
+
+    /// The turn to make a fair request's first try (one at a time per key,
+    /// in call order), given up once it is answered.
+    pub(crate) fn fair_sends(&self) -> &Arc<Lines> {
+        &self.inner.fair_sends
+    }
+
+    pub(crate) fn watchdogs(&self) -> &Watchdogs {
+        &self.inner.watchdogs
     }
 }
 
@@ -94,11 +135,11 @@ impl LockerInner {
 /// that the next asks at once: readers share; a writer behind another (or
 /// behind a reader) of its own Locker marks the key in the store for
 /// itself, and readers of other Lockers do not pass it.
-pub(crate) struct KindLines {
-    pub(crate) read: Arc<Lines>,
-    pub(crate) write: Arc<Lines>,
-    pub(crate) permits: Arc<Lines>,
-    pub(crate) segments: Arc<Lines>,
+struct KindLines {
+    read: Arc<Lines>,
+    write: Arc<Lines>,
+    permits: Arc<Lines>,
+    segments: Arc<Lines>,
 }
 
 impl KindLines {

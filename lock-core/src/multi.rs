@@ -67,7 +67,7 @@ pub struct LockAllRequest {
 
 impl LockAllRequest {
     pub(crate) fn new<K: AsRef<str>>(locker: Locker, keys: impl IntoIterator<Item = K>) -> Self {
-        let config = &locker.inner.config;
+        let config = &locker.config();
         let canonical: BTreeSet<String> = keys.into_iter().map(|k| k.as_ref().to_owned()).collect();
         let keys = match canonical.first() {
             None => Err(LockError::InvalidKey {

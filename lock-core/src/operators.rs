@@ -15,7 +15,7 @@ impl Locker {
     /// Cancel safe: it only reads.
     pub async fn inspect(&self, key: &str) -> Result<Inspection, LockError> {
         let keys = StoredKeys::new(self.namespace(), key)?;
-        let backend = &self.inner.backend;
+        let backend = &self.backend();
         backend
             .inspect(&keys)
             .await
@@ -33,8 +33,7 @@ impl Locker {
         let namespace = self.namespace();
         let matching = Pattern::new(pattern);
         let mut keys = self
-            .inner
-            .backend
+            .backend()
             .held_keys(namespace, &matching)
             .await
             .map_err(|err| LockError::from_store(pattern, Operation::Inspect, err))?;
@@ -60,15 +59,14 @@ impl Locker {
     pub async fn force_release(&self, key: &str) -> Result<usize, LockError> {
         let keys = StoredKeys::new(self.namespace(), key)?;
         let removed = self
-            .inner
-            .backend
+            .backend()
             .force_release(&keys)
             .await
             .map_err(|err| LockError::from_store(key, Operation::ForceRelease, err))?;
         tracing::warn!(
             key,
             removed,
-            by = %format_args!("{}/pid {}", self.inner.config.label, std::process::id()),
+            by = %format_args!("{}/pid {}", self.config().label, std::process::id()),
             "lock force-released: its holders lose their leases"
         );
         Ok(removed)

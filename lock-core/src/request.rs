@@ -53,7 +53,7 @@ pub struct LockRequest {
 
 impl LockRequest {
     pub(crate) fn new(locker: Locker, key: &str) -> Self {
-        let config = &locker.inner.config;
+        let config = &locker.config();
         LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
             claim: LockKind::Exclusive,
@@ -116,7 +116,7 @@ impl LockRequest {
     /// trip), or the error.
     pub(crate) fn checked(self) -> Result<Acquisition, LockError> {
         let keys = self.keys.map_err(|err| *err)?;
-        let backend = &self.locker.inner.backend;
+        let backend = &self.locker.backend();
         if !backend.supports(self.claim) {
             return Err(LockError::Unsupported {
                 key: LockError::shown(keys.user()),

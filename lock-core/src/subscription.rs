@@ -42,7 +42,7 @@ impl Subscription {
             self.signal = None;
         }
         if self.signal.is_none() && !self.failed {
-            let backend = &acquisition.locker.inner.backend;
+            let backend = &acquisition.locker.backend();
             let subscribe = backend.subscribe(keys, acquisition.claim, ticket);
             match tokio::time::timeout_at(deadline, subscribe).await {
                 Ok(Ok(signal)) => {

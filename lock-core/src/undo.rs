@@ -27,7 +27,7 @@ impl<'a> UndoOnDrop<'a> {
     pub(crate) fn new(acquisition: &'a Acquisition) -> Self {
         UndoOnDrop {
             acquisition,
-            owner: Some(owner::next(&acquisition.locker.inner.owner_prefix)),
+            owner: Some(owner::next(acquisition.locker.owner_prefix())),
             sending: false,
             in_doubt: false,
         }
@@ -56,10 +56,10 @@ impl<'a> UndoOnDrop<'a> {
         let Some(owner) = self.owner.as_mut() else {
             return;
         };
-        let fresh = owner::next(&self.acquisition.locker.inner.owner_prefix);
+        let fresh = owner::next(self.acquisition.locker.owner_prefix());
         let owner = std::mem::replace(owner, fresh);
         let (keys, claim) = (self.acquisition.keys.clone(), self.acquisition.claim);
-        let backend = Arc::clone(&self.acquisition.locker.inner.backend);
+        let backend = Arc::clone(self.acquisition.locker.backend());
         // The latest send of the acquire was before now: its lease ends by then.
         let runs_out = Instant::now() + self.acquisition.ttl;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -84,7 +84,7 @@ impl UndoOnDrop<'_> {
             return;
         };
         let acquisition = self.acquisition;
-        let backend = &acquisition.locker.inner.backend;
+        let backend = &acquisition.locker.backend();
         let released = backend
             .release(&acquisition.keys, acquisition.claim, owner.as_str())
             .await;

@@ -28,11 +28,11 @@ impl Watchdogs {
 async fn a_lock_released_early_never_starts_a_task_and_leaves_no_entry() {
     let locker = Locker::memory();
     let guard = locker.lock("k").ttl(Duration::from_secs(30)).await.unwrap();
-    assert_eq!(locker.inner.watchdogs.scheduled(), 1);
+    assert_eq!(locker.watchdogs().scheduled(), 1);
     guard.release().await.unwrap();
-    assert_eq!(locker.inner.watchdogs.scheduled(), 0);
+    assert_eq!(locker.watchdogs().scheduled(), 0);
     drop(locker.lock("k").await.unwrap()); // dropped, not released
-    assert_eq!(locker.inner.watchdogs.scheduled(), 0);
+    assert_eq!(locker.watchdogs().scheduled(), 0);
 }
 
 /// A lock of 600 ms held for three ttls: only renewals keep it (the
@@ -52,11 +52,7 @@ async fn held_for_three_ttls(locker: &Locker) -> crate::LockGuard {
 async fn a_lock_held_past_its_first_renewal_gets_renewed() {
     let locker = Locker::memory();
     let guard = held_for_three_ttls(&locker).await;
-    assert_eq!(
-        locker.inner.watchdogs.scheduled(),
-        0,
-        "the watchdog started"
-    );
+    assert_eq!(locker.watchdogs().scheduled(), 0, "the watchdog started");
     assert!(guard.is_held(), "renewed by the started watchdog");
     guard.release().await.unwrap();
 }
@@ -65,7 +61,7 @@ async fn a_lock_held_past_its_first_renewal_gets_renewed() {
 async fn dropping_the_locker_frees_its_timetable_and_ends_the_runner() {
     let locker = Locker::memory();
     drop(locker.lock("k").await.unwrap());
-    let runners = locker.inner.watchdogs.runners();
+    let runners = locker.watchdogs().runners();
     assert_eq!(runners.len(), 1);
     let timetable = Arc::downgrade(&runners[0]);
     drop(runners);
@@ -131,7 +127,7 @@ fn a_locker_renews_on_a_runtime_after_its_first_one_shut_down() {
     second.block_on(async {
         let guard = held_for_three_ttls(&locker).await;
         assert!(guard.is_held(), "renewed on the second runtime");
-        assert_eq!(locker.inner.watchdogs.runners().len(), 2);
+        assert_eq!(locker.watchdogs().runners().len(), 2);
         guard.release().await.unwrap();
     });
 }
