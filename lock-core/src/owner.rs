@@ -1,9 +1,9 @@
 //! Owner values: one per acquisition, never per process or thread.
 //!
-//! `<label>:<process id>:<pid>:<sequence>`, where the label names the
+//! `<label>:<process nonce>:<pid>:<sequence>`, where the label names the
 //! host or service for operators (the Locker's
 //! [`label`](crate::LockerBuilder::label), the host name by default), the
-//! process id is 64 random bits drawn once per process (pids repeat across
+//! process nonce is 64 random bits drawn once per process (pids repeat across
 //! machines and restarts) and the sequence numbers each acquisition once. A
 //! delayed renewal or release of an old acquisition therefore never matches
 //! a newer one, even in the same process.
@@ -21,7 +21,7 @@ use arrayvec::ArrayString;
 /// Longest label, in bytes.
 pub const MAX_LABEL_LEN: usize = 32;
 
-/// `<process id>:<pid>:`, the part of every owner value of this process
+/// `<process nonce>:<pid>:`, the part of every owner value of this process
 /// after the label.
 static PROCESS: LazyLock<ArrayString<48>> = LazyLock::new(|| {
     let mut bytes = [0u8; 8];
@@ -71,7 +71,7 @@ fn sequence() -> u64 {
 /// sequence with their separators need at most 32 + 1 + 48 bytes.
 const INLINE: usize = 96;
 
-/// The start of the owner values of one Locker: `<label>:<process id>:<pid>:`.
+/// The start of the owner values of one Locker: `<label>:<process nonce>:<pid>:`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnerPrefix(ArrayString<INLINE>);
 
