@@ -1,5 +1,8 @@
-//! The store boundary: the [`Backend`] trait and its implementations,
-//! [`RedisBackend`] and [`MemoryBackend`].
+//! The store boundary: the [`Backend`] trait the Locker holds, and the
+//! stores. A store reached over the network implements [`Store`] (the lock
+//! operations) and [`Operators`] (the operators' calls) as async functions,
+//! and is a [`Backend`] through them (see `store.rs` for why); the
+//! in-process [`MemoryBackend`] implements [`Backend`] itself.
 //!
 //! A backend does four things with one lock, each atomically in its store:
 //! try to take a lease for a [`LockKind`] (minting a fencing token), renew it,
@@ -33,6 +36,7 @@ mod queued;
 pub mod redis;
 mod redlock;
 pub(crate) mod retry;
+mod store;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
@@ -42,6 +46,7 @@ pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;
+pub use self::store::{Operators, Store};
 #[cfg(feature = "zookeeper")]
 pub use self::zookeeper::ZooKeeperBackend;
 pub(crate) use crate::kind::LockKind;
@@ -149,8 +154,9 @@ impl ReleaseSignal {
     }
 }
 
-/// A store that holds leases. Implemented by [`RedisBackend`] and
-/// [`MemoryBackend`]; see the module docs for how other stores map onto it.
+/// A store that holds leases, as the Locker holds it (object-safe: each call
+/// returns a [`StoreFuture`]). Every [`Store`] with [`Operators`] is one;
+/// [`MemoryBackend`] implements it directly, answering in place.
 ///
 /// Every method must be atomic in the store and must check the owner value,
 /// so that a delayed request of an old acquisition never touches a newer one.

@@ -17,7 +17,7 @@ use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 impl EtcdBackend {
-    pub(super) async fn acquire(
+    pub(super) async fn enqueue(
         &self,
         keys: &StoredKeys,
         claim: LockKind,

@@ -18,6 +18,7 @@ use super::EtcdBackend;
 use super::errors::bounded;
 use super::queue::Names;
 use crate::backend::LockKind;
+use crate::backend::Operators;
 use crate::backend::queued::admission;
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
@@ -104,8 +105,8 @@ fn holders_of<'a>(
     held
 }
 
-impl EtcdBackend {
-    pub(super) async fn inspect_keys(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+impl Operators for EtcdBackend {
+    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let shared = &self.shared;
         let bases = bases(keys);
         let sorted = || {
@@ -159,7 +160,7 @@ impl EtcdBackend {
         Ok(inspection)
     }
 
-    pub(super) async fn held_keys_in(
+    async fn held_keys(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -179,7 +180,7 @@ impl EtcdBackend {
         Ok(keys.collect())
     }
 
-    pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let shared = &self.shared;
         let deletes =
             bases(keys).map(|base| TxnOp::delete(base, Some(DeleteOptions::new().with_prefix())));

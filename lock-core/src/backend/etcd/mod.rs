@@ -32,8 +32,7 @@ use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
 use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
 use super::queued::{self, Entry, Held, RoundsTask};
-use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -74,96 +73,6 @@ impl EtcdBackend {
                 reaper: Mutex::default(),
                 description,
             }),
-        }
-    }
-
-    async fn renew_entry(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let started = Instant::now();
-        let names = Names::of(keys, claim, owner);
-        let Some(entry) = self.shared.held.extend(&names.entry) else {
-            return Ok(false);
-        };
-        self.reaper();
-        let shared = &self.shared;
-        let standing = || Standing {
-            client: shared.client.clone(),
-            timeout: shared.timeout,
-        };
-        let ask = (entry.stored.clone(), entry.revision);
-        let check = shared.standing.ask(ask, shared.timeout, standing);
-        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
-        match (alive, stands) {
-            (Ok(true), Ok(true)) => Ok(true),
-            // Gone is gone, whatever the other answer.
-            (Ok(false), _) | (_, Ok(false)) => Ok(false),
-            (Err(err), _) | (_, Err(err)) => Err(err),
-        }
-    }
-
-    async fn release_entry(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let shared = &self.shared;
-        let names = Names::of(keys, claim, owner);
-        let taken = shared.held.take(&names.entry);
-        if let Some(entry) = taken {
-            let deleted = delete_entry(
-                &shared.client,
-                shared.timeout,
-                &entry.stored,
-                entry.revision,
-            )
-            .await;
-            if deleted.is_err() {
-                // Left to the reaper, which tries again at once.
-                let expires = Instant::now();
-                shared.held.put(names.entry, Entry { expires, ..entry });
-                self.reaper();
-            }
-            return deleted;
-        }
-        let (stored, revision) = match claim {
-            LockKind::Segment { .. } => {
-                match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
-                    Some((stored, revision)) => (stored, Some(revision)),
-                    None => return Ok(false),
-                }
-            }
-            // The entry's name is the owner's own.
-            _ => (names.entry, None),
-        };
-        match revision {
-            Some(revision) => delete_entry(&shared.client, shared.timeout, &stored, revision).await,
-            None => {
-                let mut client = shared.client.clone();
-                let deleted =
-                    errors::bounded(shared.timeout, true, client.delete(stored, None)).await?;
-                Ok(deleted.deleted() > 0)
-            }
-        }
-    }
-
-    async fn subscribe_turn(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        ticket: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        let shared = &self.shared;
-        let (client, timeout) = (shared.client.clone(), shared.timeout);
-        let names = Names::of(keys, claim, ticket.unwrap_or(""));
-        let entry = ticket.and_then(|_| shared.held.get(&names.entry));
-        match entry {
-            Some(entry) => turn::turn_of(client, timeout, names, claim, entry.revision).await,
-            None => turn::deletes_under(client, timeout, names.ahead(claim)).await,
         }
     }
 
@@ -247,69 +156,110 @@ impl Drop for Shared {
     }
 }
 
-impl Backend for EtcdBackend {
+impl Store for EtcdBackend {
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    fn try_acquire<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn acquire(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
+        owner: &str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::new(self.acquire(keys, claim, owner, ttl))
+    ) -> Result<Attempt, StoreError> {
+        self.enqueue(keys, claim, owner, ttl).await
     }
 
-    fn renew<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn renew(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
+        owner: &str,
         _ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(self.renew_entry(keys, claim, owner))
+    ) -> Result<bool, StoreError> {
+        let started = Instant::now();
+        let names = Names::of(keys, claim, owner);
+        let Some(entry) = self.shared.held.extend(&names.entry) else {
+            return Ok(false);
+        };
+        self.reaper();
+        let shared = &self.shared;
+        let standing = || Standing {
+            client: shared.client.clone(),
+            timeout: shared.timeout,
+        };
+        let ask = (entry.stored.clone(), entry.revision);
+        let check = shared.standing.ask(ask, shared.timeout, standing);
+        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
+        match (alive, stands) {
+            (Ok(true), Ok(true)) => Ok(true),
+            // Gone is gone, whatever the other answer.
+            (Ok(false), _) | (_, Ok(false)) => Ok(false),
+            (Err(err), _) | (_, Err(err)) => Err(err),
+        }
     }
 
-    fn release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn release(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(self.release_entry(keys, claim, owner))
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let shared = &self.shared;
+        let names = Names::of(keys, claim, owner);
+        let taken = shared.held.take(&names.entry);
+        if let Some(entry) = taken {
+            let deleted = delete_entry(
+                &shared.client,
+                shared.timeout,
+                &entry.stored,
+                entry.revision,
+            )
+            .await;
+            if deleted.is_err() {
+                // Left to the reaper, which tries again at once.
+                let expires = Instant::now();
+                shared.held.put(names.entry, Entry { expires, ..entry });
+                self.reaper();
+            }
+            return deleted;
+        }
+        let (stored, revision) = match claim {
+            LockKind::Segment { .. } => {
+                match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
+                    Some((stored, revision)) => (stored, Some(revision)),
+                    None => return Ok(false),
+                }
+            }
+            // The entry's name is the owner's own.
+            _ => (names.entry, None),
+        };
+        match revision {
+            Some(revision) => delete_entry(&shared.client, shared.timeout, &stored, revision).await,
+            None => {
+                let mut client = shared.client.clone();
+                let deleted =
+                    errors::bounded(shared.timeout, true, client.delete(stored, None)).await?;
+                Ok(deleted.deleted() > 0)
+            }
+        }
     }
 
-    fn subscribe<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn subscribe(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        ticket: Option<&'a str>,
-    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
-        StoreFuture::new(self.inspect_keys(keys))
-    }
-
-    fn held_keys<'a>(
-        &'a self,
-        namespace: &'a str,
-        pattern: &'a Pattern,
-    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
-        StoreFuture::new(self.held_keys_in(namespace, pattern))
-    }
-
-    fn force_release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
-        StoreFuture::new(self.force_release_keys(keys))
+        ticket: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        let shared = &self.shared;
+        let (client, timeout) = (shared.client.clone(), shared.timeout);
+        let names = Names::of(keys, claim, ticket.unwrap_or(""));
+        let entry = ticket.and_then(|_| shared.held.get(&names.entry));
+        match entry {
+            Some(entry) => turn::turn_of(client, timeout, names, claim, entry.revision).await,
+            None => turn::deletes_under(client, timeout, names.ahead(claim)).await,
+        }
     }
 
     fn describe(&self) -> String {

@@ -10,7 +10,7 @@ use redis::aio::ConnectionLike;
 use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, once};
-use crate::backend::LockKind;
+use crate::backend::{LockKind, Operators};
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -80,17 +80,17 @@ fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
     Some(seen)
 }
 
-impl<C> RedisBackend<C>
+impl<C> Operators for RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    pub(super) async fn inspect_keys(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let call = on_every_kind(&INSPECT_SCRIPT, keys);
         let sent = self.script::<Vec<Value>>(&call).await?;
         inspection(keys, sent.reply).ok_or_else(|| unexpected("inspect.lua"))
     }
 
-    pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let mut call = on_every_kind(&FORCE_RELEASE_SCRIPT, keys);
         call.key(keys.fence())
             .arg(keys.channel())
@@ -101,7 +101,7 @@ where
 
     /// The held keys: a `SCAN` of each master of a cluster, else of the
     /// server (one node of a cluster connection given to `with_connection`).
-    pub(super) async fn held_keys_in(
+    async fn held_keys(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -120,7 +120,12 @@ where
         }
         Ok(held.into_iter().collect())
     }
+}
 
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     /// Adds the keys held on `connection`'s server to `held`, until there
     /// are [`MAX_LISTED`].
     async fn scan<K: ConnectionLike + Send>(

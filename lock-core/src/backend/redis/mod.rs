@@ -32,8 +32,7 @@ use self::scripts::{
 };
 pub(crate) use self::send::{Sent, once, within};
 use self::wait::WaitConnections;
-use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -195,7 +194,7 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-impl<C> Backend for RedisBackend<C>
+impl<C> Store for RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -204,148 +203,137 @@ where
         true
     }
 
-    fn try_acquire<'a>(
+    async fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::new(async move {
-            let reply = match claim {
-                LockKind::Exclusive => {
-                    let operation = Operation::Acquire(millis(ttl));
-                    self.lock_operation(operation, keys, owner).await?.reply
+    ) -> Result<Attempt, StoreError> {
+        let reply = match claim {
+            LockKind::Exclusive => {
+                let operation = Operation::Acquire(millis(ttl));
+                self.lock_operation(operation, keys, owner).await?.reply
+            }
+            LockKind::Permit { of } | LockKind::Segment { of } => {
+                let (what, answer) = match claim {
+                    LockKind::Permit { .. } => ("permits", "t"),
+                    _ => ("segments", "s"),
+                };
+                let mut call = PERMIT_ACQUIRE_SCRIPT.key(entries(keys, claim));
+                call.key(keys.fence()).key(keys.lease());
+                call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
+                let reply = self.script(&call).await?.reply;
+                return shared_outcome(reply, ttl, what, of);
+            }
+            LockKind::Fair | LockKind::Read | LockKind::Write => {
+                let script = match claim {
+                    LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
+                    _ => &RW_ACQUIRE_SCRIPT,
+                };
+                let mut call = script.key(entries(keys, claim));
+                call.key(keys.fence()).key(keys.lease());
+                call.arg(owner).arg(millis(ttl));
+                if claim != LockKind::Fair {
+                    call.arg(if claim == LockKind::Write { "w" } else { "r" });
                 }
-                LockKind::Permit { of } | LockKind::Segment { of } => {
-                    let (what, answer) = match claim {
-                        LockKind::Permit { .. } => ("permits", "t"),
-                        _ => ("segments", "s"),
-                    };
-                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(entries(keys, claim));
-                    call.key(keys.fence()).key(keys.lease());
-                    call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
-                    let reply = self.script(&call).await?.reply;
-                    return shared_outcome(reply, ttl, what, of);
-                }
-                LockKind::Fair | LockKind::Read | LockKind::Write => {
-                    let script = match claim {
-                        LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
-                        _ => &RW_ACQUIRE_SCRIPT,
-                    };
-                    let mut call = script.key(entries(keys, claim));
-                    call.key(keys.fence()).key(keys.lease());
-                    call.arg(owner).arg(millis(ttl));
-                    if claim != LockKind::Fair {
-                        call.arg(if claim == LockKind::Write { "w" } else { "r" });
-                    }
-                    self.script(&call).await?.reply
-                }
-            };
-            acquire_outcome(reply, ttl)
-        })
+                self.script(&call).await?.reply
+            }
+        };
+        acquire_outcome(reply, ttl)
     }
 
-    fn renew<'a>(
+    async fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(async move {
-            let reply: redis::Value = match claim {
-                LockKind::Exclusive => {
-                    let operation = Operation::Renew(millis(ttl));
-                    self.lock_operation(operation, keys, owner).await?.reply
-                }
-                other => {
-                    let call = renew_invocation(keys, other, owner, ttl);
-                    self.script(&call).await?.reply
-                }
-            };
-            if let Some(err) = other_format(&reply) {
-                return Err(err);
+    ) -> Result<bool, StoreError> {
+        let reply: redis::Value = match claim {
+            LockKind::Exclusive => {
+                let operation = Operation::Renew(millis(ttl));
+                self.lock_operation(operation, keys, owner).await?.reply
             }
-            let renewed: i64 =
-                redis::from_redis_value(reply).map_err(|e| StoreError::new(e, true))?;
-            Ok(renewed == 1)
-        })
+            other => {
+                let call = renew_invocation(keys, other, owner, ttl);
+                self.script(&call).await?.reply
+            }
+        };
+        if let Some(err) = other_format(&reply) {
+            return Err(err);
+        }
+        let renewed: i64 = redis::from_redis_value(reply).map_err(|e| StoreError::new(e, true))?;
+        Ok(renewed == 1)
     }
 
-    fn release<'a>(
+    async fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(async move {
-            let sent = match claim {
-                LockKind::Exclusive => {
-                    let release = Operation::Release(self.publish);
-                    self.lock_operation(release, keys, owner).await?
-                }
-                LockKind::Permit { .. } | LockKind::Segment { .. } => {
-                    let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
-                    call.key(keys.fence()).arg(owner).arg(keys.channel());
-                    call.arg(self.publish.command());
-                    self.script(&call).await?
-                }
-                other => {
-                    let script = match other {
-                        LockKind::Fair => &FAIR_RELEASE_SCRIPT,
-                        _ => &RW_RELEASE_SCRIPT,
-                    };
-                    let mut call = script.key(entries(keys, other));
-                    call.arg(owner).arg(keys.channel());
-                    call.arg(self.publish.command());
-                    self.script(&call).await?
-                }
-            };
-            if let Some(err) = other_format(&sent.reply) {
-                return Err(err);
+    ) -> Result<bool, StoreError> {
+        let sent = match claim {
+            LockKind::Exclusive => {
+                let release = Operation::Release(self.publish);
+                self.lock_operation(release, keys, owner).await?
             }
-            let released: i64 =
-                redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
-            match (released, sent.maybe_twice) {
-                (1, _) => Ok(true),
-                (_, false) => Ok(false),
-                // Neither released nor lost for sure: say so.
-                (_, true) => Err(StoreError::permanent(
-                    "the lease was gone when the release was sent again: its first send \
+            LockKind::Permit { .. } | LockKind::Segment { .. } => {
+                let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
+                call.key(keys.fence()).arg(owner).arg(keys.channel());
+                call.arg(self.publish.command());
+                self.script(&call).await?
+            }
+            other => {
+                let script = match other {
+                    LockKind::Fair => &FAIR_RELEASE_SCRIPT,
+                    _ => &RW_RELEASE_SCRIPT,
+                };
+                let mut call = script.key(entries(keys, other));
+                call.arg(owner).arg(keys.channel());
+                call.arg(self.publish.command());
+                self.script(&call).await?
+            }
+        };
+        if let Some(err) = other_format(&sent.reply) {
+            return Err(err);
+        }
+        let released: i64 =
+            redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
+        match (released, sent.maybe_twice) {
+            (1, _) => Ok(true),
+            (_, false) => Ok(false),
+            // Neither released nor lost for sure: say so.
+            (_, true) => Err(StoreError::permanent(
+                "the lease was gone when the release was sent again: its first send \
                      may have removed it, or it had been lost",
-                )
-                .unknown(true)),
-            }
-        })
+            )
+            .unknown(true)),
+        }
     }
 
     /// A waiter with a ticket (a fair lock's place, a writer's mark) hears
     /// only of its own turn, on a channel of its own (`<channel>:<owner>`),
     /// so that a release wakes the one waiter that may go on.
-    fn subscribe<'a>(
+    async fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         _: LockKind,
         ticket: Option<&'a str>,
-    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        StoreFuture::new(async move {
-            match (&self.hub, ticket) {
-                (Some(hub), Some(owner)) => {
-                    hub.subscribe(&format!("{}:{owner}", keys.channel())).await
-                }
-                (Some(hub), None) => hub.subscribe(keys.channel()).await,
-                (None, _) => Err(StoreError::permanent(
-                    "no pub/sub client configured; waiting falls back on the lease TTL",
-                )),
-            }
-        })
+    ) -> Result<ReleaseSignal, StoreError> {
+        match (&self.hub, ticket) {
+            (Some(hub), Some(owner)) => hub.subscribe(&format!("{}:{owner}", keys.channel())).await,
+            (Some(hub), None) => hub.subscribe(keys.channel()).await,
+            (None, _) => Err(StoreError::permanent(
+                "no pub/sub client configured; waiting falls back on the lease TTL",
+            )),
+        }
     }
 
     /// `WAIT` on a connection of its own, after a renewal of the lease
     /// there, so that no other lock of the Locker waits behind it (see
     /// `wait.rs`).
-    fn confirm_replicas<'a>(
+    async fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
@@ -353,30 +341,9 @@ where
         ttl: Duration,
         wanted: usize,
         within: Duration,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
-        StoreFuture::new(self.confirm((keys, claim, owner, ttl), wanted, within))
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
-        StoreFuture::new(self.inspect_keys(keys))
-    }
-
-    fn held_keys<'a>(
-        &'a self,
-        namespace: &'a str,
-        pattern: &'a Pattern,
-    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
-        StoreFuture::new(self.held_keys_in(namespace, pattern))
-    }
-
-    fn force_release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
-        StoreFuture::new(self.force_release_keys(keys))
+    ) -> Result<usize, StoreError> {
+        self.confirm((keys, claim, owner, ttl), wanted, within)
+            .await
     }
 
     fn describe(&self) -> String {

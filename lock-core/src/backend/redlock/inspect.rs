@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::RedLockBackend;
-use crate::backend::{Backend, LockKind, RedisBackend};
+use crate::backend::{Backend, LockKind, Operators, RedisBackend};
 use crate::inspect::{Holder, Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -24,14 +24,13 @@ impl RedLockBackend {
         let failures = failures.into_iter().filter_map(Result::err).collect();
         Err(self.no_quorum(what, failures))
     }
+}
 
+impl Operators for RedLockBackend {
     /// Holders on a quorum of the masters that answered, with the highest
     /// token, the least time left and the greatest age any of them says.
-    pub(super) async fn inspect_masters<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> Result<Inspection, StoreError> {
-        let inspect = |backend: &'a RedisBackend| backend.inspect(keys);
+    async fn inspect<'a>(&'a self, keys: &'a StoredKeys) -> Result<Inspection, StoreError> {
+        let inspect = |backend: &'a RedisBackend| Backend::inspect(backend, keys);
         let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
         let seen = self.quorum_of("the inspection", answers)?;
         let mut by_owner: HashMap<(LockKind, String), (usize, Holder)> = HashMap::new();
@@ -54,23 +53,20 @@ impl RedLockBackend {
     }
 
     /// The keys any master that answers holds.
-    pub(super) async fn held_keys_on_masters<'a>(
+    async fn held_keys<'a>(
         &'a self,
         namespace: &'a str,
         pattern: &'a Pattern,
     ) -> Result<Vec<String>, StoreError> {
-        let list = |backend: &'a RedisBackend| backend.held_keys(namespace, pattern);
+        let list = |backend: &'a RedisBackend| Backend::held_keys(backend, namespace, pattern);
         let answers = self.on_masters(&self.masters, self.timeout, list).await;
         let lists = self.quorum_of("the listing", answers)?;
         Ok(lists.into_iter().flatten().collect())
     }
 
     /// Removes the key's entries on every master; the most any removed.
-    pub(super) async fn force_release_masters<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> Result<usize, StoreError> {
-        let release = |backend: &'a RedisBackend| backend.force_release(keys);
+    async fn force_release<'a>(&'a self, keys: &'a StoredKeys) -> Result<usize, StoreError> {
+        let release = |backend: &'a RedisBackend| Backend::force_release(backend, keys);
         let answers = self.on_masters(&self.masters, self.timeout, release).await;
         let removed = self.quorum_of("the force-release", answers)?;
         Ok(removed.into_iter().max().unwrap_or(0))

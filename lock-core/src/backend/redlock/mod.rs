@@ -40,8 +40,7 @@ use tokio::sync::OnceCell;
 use self::master::Master;
 use self::merged::merged;
 use crate::backend::redis::once;
-use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
@@ -203,7 +202,8 @@ impl RedLockBackend {
     /// later: the next try asks with the same owner value, and a late
     /// give-back would undo the lease it takes.)
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
-        let release = |backend: &'a RedisBackend| backend.release(keys, LockKind::Exclusive, owner);
+        let release =
+            |backend: &'a RedisBackend| Backend::release(backend, keys, LockKind::Exclusive, owner);
         let _ = self.on_masters(&self.masters, bound, release).await;
     }
 }
@@ -218,144 +218,115 @@ fn split_vote_delay(bound: Duration) -> Duration {
     bound.min(SPLIT_VOTE_DELAY).mul_f64(share)
 }
 
-impl Backend for RedLockBackend {
-    fn try_acquire<'a>(
+impl Store for RedLockBackend {
+    async fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::new(async move {
-            self.asked_for(ttl);
-            let bound = self.bound(ttl);
-            let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
-            let answers = self.on_masters(&self.masters, bound, acquire).await;
-            let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-            for (master, answer) in self.masters.iter().zip(answers) {
-                match answer {
-                    Ok(Attempt::Acquired(grant)) => granted.push((master, grant.token)),
-                    Ok(Attempt::Held { remaining }) => held.push(remaining),
-                    Ok(_) => held.push(None),
-                    Err(err) => failures.push(err),
-                }
+    ) -> Result<Attempt, StoreError> {
+        self.asked_for(ttl);
+        let bound = self.bound(ttl);
+        let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
+        let answers = self.on_masters(&self.masters, bound, acquire).await;
+        let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+        for (master, answer) in self.masters.iter().zip(answers) {
+            match answer {
+                Ok(Attempt::Acquired(grant)) => granted.push((master, grant.token)),
+                Ok(Attempt::Held { remaining }) => held.push(remaining),
+                Ok(_) => held.push(None),
+                Err(err) => failures.push(err),
             }
-            if granted.len() >= self.quorum {
-                // Second phase: the quorum's highest token plus one, on the quorum.
-                let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
-                let token = FencingToken::new(top.saturating_add(1));
-                let quorum = granted.iter().map(|(master, _)| *master);
-                let raise = |backend: &'a RedisBackend| backend.raise_token(keys, owner, token);
-                let raised = self.on_masters(quorum, bound, raise).await;
-                if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
-                    return Ok(Attempt::Acquired(Grant::new(token, ttl)));
-                }
+        }
+        if granted.len() >= self.quorum {
+            // Second phase: the quorum's highest token plus one, on the quorum.
+            let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
+            let token = FencingToken::new(top.saturating_add(1));
+            let quorum = granted.iter().map(|(master, _)| *master);
+            let raise = |backend: &'a RedisBackend| backend.raise_token(keys, owner, token);
+            let raised = self.on_masters(quorum, bound, raise).await;
+            if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
+                return Ok(Attempt::Acquired(Grant::new(token, ttl)));
             }
-            // No quorum: what was taken goes back, everywhere.
-            self.give_back(keys, owner, bound).await;
-            if self.too_many(failures.len()) {
-                return Err(self.no_quorum("the acquire", failures));
-            }
-            if !granted.is_empty() && held.len() < self.quorum {
-                // A split vote: contenders try again after random waits
-                // (here: the give-backs above wake every waiter at once).
-                tokio::time::sleep(split_vote_delay(bound)).await;
-                return Ok(Attempt::Held {
-                    remaining: Some(Duration::ZERO),
-                });
-            }
-            // Free once a quorum of the other owner's leases has run out.
-            let mut remaining: Vec<Duration> = held.iter().flatten().copied().collect();
-            remaining.sort();
-            Ok(Attempt::Held {
-                remaining: remaining.get(self.quorum.saturating_sub(1)).copied(),
-            })
+        }
+        // No quorum: what was taken goes back, everywhere.
+        self.give_back(keys, owner, bound).await;
+        if self.too_many(failures.len()) {
+            return Err(self.no_quorum("the acquire", failures));
+        }
+        if !granted.is_empty() && held.len() < self.quorum {
+            // A split vote: contenders try again after random waits
+            // (here: the give-backs above wake every waiter at once).
+            tokio::time::sleep(split_vote_delay(bound)).await;
+            return Ok(Attempt::Held {
+                remaining: Some(Duration::ZERO),
+            });
+        }
+        // Free once a quorum of the other owner's leases has run out.
+        let mut remaining: Vec<Duration> = held.iter().flatten().copied().collect();
+        remaining.sort();
+        Ok(Attempt::Held {
+            remaining: remaining.get(self.quorum.saturating_sub(1)).copied(),
         })
     }
 
-    fn renew<'a>(
+    async fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(async move {
-            self.asked_for(ttl);
-            let renew = |backend: &'a RedisBackend| backend.renew(keys, claim, owner, ttl);
-            let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
-            self.quorum_says("the renewal", answers)
-        })
+    ) -> Result<bool, StoreError> {
+        self.asked_for(ttl);
+        let renew = |backend: &'a RedisBackend| Backend::renew(backend, keys, claim, owner, ttl);
+        let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
+        self.quorum_says("the renewal", answers)
     }
 
-    fn release<'a>(
+    async fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         owner: &'a str,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(async move {
-            let release = |backend: &'a RedisBackend| backend.release(keys, claim, owner);
-            let answers = self.on_masters(&self.masters, self.timeout, release).await;
-            let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
-            let said = self.quorum_says("the release", answers);
-            // Without a quorum the caller sends the release again itself, to
-            // every master: only a release that stands is followed up here.
-            if said.is_ok() {
-                self.release_later(&failures, keys, claim, owner);
-            }
-            said
-        })
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
-        StoreFuture::new(self.inspect_masters(keys))
-    }
-
-    fn held_keys<'a>(
-        &'a self,
-        namespace: &'a str,
-        pattern: &'a Pattern,
-    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
-        StoreFuture::new(self.held_keys_on_masters(namespace, pattern))
-    }
-
-    fn force_release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
-        StoreFuture::new(self.force_release_masters(keys))
+    ) -> Result<bool, StoreError> {
+        let release = |backend: &'a RedisBackend| Backend::release(backend, keys, claim, owner);
+        let answers = self.on_masters(&self.masters, self.timeout, release).await;
+        let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
+        let said = self.quorum_says("the release", answers);
+        // Without a quorum the caller sends the release again itself, to
+        // every master: only a release that stands is followed up here.
+        if said.is_ok() {
+            self.release_later(&failures, keys, claim, owner);
+        }
+        said
     }
 
     /// Releases are published on every master where a waiter found the
     /// lease: every master that answers is listened to, and the first
     /// release heard on any of them wakes the waiter.
-    fn subscribe<'a>(
+    async fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         claim: LockKind,
         ticket: Option<&'a str>,
-    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        StoreFuture::new(async move {
-            let bound = SUBSCRIBE_BOUND.min(self.timeout);
-            let subscribe = |backend: &'a RedisBackend| backend.subscribe(keys, claim, ticket);
-            let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
-            let mut signals = Vec::new();
-            let mut failure = None;
-            for subscribed in subscriptions {
-                match subscribed {
-                    Ok(signal) => signals.push(signal),
-                    Err(err) => failure = Some(err),
-                }
+    ) -> Result<ReleaseSignal, StoreError> {
+        let bound = SUBSCRIBE_BOUND.min(self.timeout);
+        let subscribe =
+            |backend: &'a RedisBackend| Backend::subscribe(backend, keys, claim, ticket);
+        let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
+        let mut signals = Vec::new();
+        let mut failure = None;
+        for subscribed in subscriptions {
+            match subscribed {
+                Ok(signal) => signals.push(signal),
+                Err(err) => failure = Some(err),
             }
-            match failure {
-                Some(err) if signals.is_empty() => Err(err),
-                _ => Ok(merged(signals)),
-            }
-        })
+        }
+        match failure {
+            Some(err) if signals.is_empty() => Err(err),
+            _ => Ok(merged(signals)),
+        }
     }
 
     fn describe(&self) -> String {

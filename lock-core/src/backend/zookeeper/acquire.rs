@@ -14,7 +14,7 @@ use super::queue::{
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::queued::{Entry, spread};
-use crate::backend::{Attempt, Grant, LockKind};
+use crate::backend::{Attempt, Grant, LockKind, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -36,7 +36,7 @@ async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<FencingT
 }
 
 impl ZooKeeperBackend {
-    pub(super) async fn acquire(
+    pub(super) async fn enqueue(
         &self,
         keys: &StoredKeys,
         claim: LockKind,
@@ -116,7 +116,7 @@ impl ZooKeeperBackend {
         let mine = entry.stored.rsplit('/').next().unwrap_or_default();
         match holds(&all, mine, claim) {
             Err(disagrees) => {
-                let _ = self.release_entry(keys, claim, owner).await;
+                let _ = Store::release(self, keys, claim, owner).await;
                 Err(disagrees)
             }
             Ok(None) => {

@@ -10,7 +10,7 @@ use zookeeper_client::Client;
 use super::errors::bounded;
 use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend, delete};
-use crate::backend::LockKind;
+use crate::backend::{LockKind, Operators};
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -88,8 +88,10 @@ impl ZooKeeperBackend {
         let session = self.shared.sessions.for_ttl(LOOKUP_TTL).await?;
         Ok(session.client.clone())
     }
+}
 
-    pub(super) async fn inspect_keys(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+impl Operators for ZooKeeperBackend {
+    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
         let mut inspection = Inspection::new(keys.user());
@@ -130,7 +132,7 @@ impl ZooKeeperBackend {
         Ok(inspection)
     }
 
-    pub(super) async fn held_keys_in(
+    async fn held_keys(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -158,7 +160,7 @@ impl ZooKeeperBackend {
         Ok(held)
     }
 
-    pub(super) async fn force_release_keys(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
         let mut removed = 0;

@@ -32,8 +32,7 @@ use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use self::standing::Standing;
 use super::queued::{self, Entry, Held};
-use super::{Attempt, Backend, LockKind, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
@@ -75,91 +74,6 @@ impl ZooKeeperBackend {
                 reaper: Mutex::default(),
                 description: format!("zookeeper {connect_string}"),
             }),
-        }
-    }
-
-    async fn renew_entry(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let names = Names::of(keys, claim, owner);
-        let Some(entry) = self.shared.held.extend(&names.ticket) else {
-            return Ok(false);
-        };
-        self.reaper();
-        if !entry.lease.may_serve() {
-            return Ok(false);
-        }
-        let timeout = self.shared.timeout;
-        let standing = || Standing {
-            client: entry.lease.client.clone(),
-            timeout,
-        };
-        let ask = (entry.stored.clone(), entry.revision);
-        match entry.lease.standing.ask(ask, timeout, standing).await {
-            // An expired session says so on the next request.
-            Err(_) if !entry.lease.may_serve() => Ok(false),
-            answer => answer,
-        }
-    }
-
-    async fn release_entry(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let shared = &self.shared;
-        let names = Names::of(keys, claim, owner);
-        if let Some(entry) = shared.held.take(&names.ticket) {
-            let deleted = delete_entry(&entry, shared.timeout).await;
-            if deleted.is_err() && entry.lease.may_serve() {
-                // Left to the reaper, which tries again at once.
-                let expires = Instant::now();
-                shared.held.put(names.ticket, Entry { expires, ..entry });
-                self.reaper();
-            }
-            return deleted;
-        }
-        // Not recorded (an acquire whose answer never arrived): found by
-        // its owner value.
-        let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
-        let all = children(&session.client, shared.timeout, &names.parent).await?;
-        let mut any = false;
-        for child in all.iter().filter_map(|name| Child::parse(name)) {
-            if child.owner == owner {
-                any |= delete(&session.client, shared.timeout, &names.path(child.name)).await?;
-            }
-        }
-        Ok(any)
-    }
-
-    async fn subscribe_turn(
-        &self,
-        keys: &StoredKeys,
-        claim: LockKind,
-        ticket: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        let shared = &self.shared;
-        let timeout = shared.timeout;
-        let names = Names::of(keys, claim, ticket.unwrap_or(""));
-        let entry = ticket.and_then(|_| shared.held.get(&names.ticket));
-        match entry {
-            Some(entry) => {
-                let mine = entry
-                    .stored
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                turn::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
-            }
-            None => {
-                let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
-                turn::changes_under(session.client.clone(), timeout, names.parent).await
-            }
         }
     }
 
@@ -234,69 +148,105 @@ impl Drop for Shared {
     }
 }
 
-impl Backend for ZooKeeperBackend {
+impl Store for ZooKeeperBackend {
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    fn try_acquire<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn acquire(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
+        owner: &str,
         ttl: Duration,
-    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::new(self.acquire(keys, claim, owner, ttl))
+    ) -> Result<Attempt, StoreError> {
+        self.enqueue(keys, claim, owner, ttl).await
     }
 
-    fn renew<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn renew(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
+        owner: &str,
         _ttl: Duration,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(self.renew_entry(keys, claim, owner))
+    ) -> Result<bool, StoreError> {
+        let names = Names::of(keys, claim, owner);
+        let Some(entry) = self.shared.held.extend(&names.ticket) else {
+            return Ok(false);
+        };
+        self.reaper();
+        if !entry.lease.may_serve() {
+            return Ok(false);
+        }
+        let timeout = self.shared.timeout;
+        let standing = || Standing {
+            client: entry.lease.client.clone(),
+            timeout,
+        };
+        let ask = (entry.stored.clone(), entry.revision);
+        match entry.lease.standing.ask(ask, timeout, standing).await {
+            // An expired session says so on the next request.
+            Err(_) if !entry.lease.may_serve() => Ok(false),
+            answer => answer,
+        }
     }
 
-    fn release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn release(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        owner: &'a str,
-    ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::new(self.release_entry(keys, claim, owner))
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let shared = &self.shared;
+        let names = Names::of(keys, claim, owner);
+        if let Some(entry) = shared.held.take(&names.ticket) {
+            let deleted = delete_entry(&entry, shared.timeout).await;
+            if deleted.is_err() && entry.lease.may_serve() {
+                // Left to the reaper, which tries again at once.
+                let expires = Instant::now();
+                shared.held.put(names.ticket, Entry { expires, ..entry });
+                self.reaper();
+            }
+            return deleted;
+        }
+        // Not recorded (an acquire whose answer never arrived): found by
+        // its owner value.
+        let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+        let all = children(&session.client, shared.timeout, &names.parent).await?;
+        let mut any = false;
+        for child in all.iter().filter_map(|name| Child::parse(name)) {
+            if child.owner == owner {
+                any |= delete(&session.client, shared.timeout, &names.path(child.name)).await?;
+            }
+        }
+        Ok(any)
     }
 
-    fn subscribe<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
+    async fn subscribe(
+        &self,
+        keys: &StoredKeys,
         claim: LockKind,
-        ticket: Option<&'a str>,
-    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        StoreFuture::new(self.subscribe_turn(keys, claim, ticket))
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
-        StoreFuture::new(self.inspect_keys(keys))
-    }
-
-    fn held_keys<'a>(
-        &'a self,
-        namespace: &'a str,
-        pattern: &'a Pattern,
-    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
-        StoreFuture::new(self.held_keys_in(namespace, pattern))
-    }
-
-    fn force_release<'a>(
-        &'a self,
-        keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
-        StoreFuture::new(self.force_release_keys(keys))
+        ticket: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        let shared = &self.shared;
+        let timeout = shared.timeout;
+        let names = Names::of(keys, claim, ticket.unwrap_or(""));
+        let entry = ticket.and_then(|_| shared.held.get(&names.ticket));
+        match entry {
+            Some(entry) => {
+                let mine = entry
+                    .stored
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                turn::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
+            }
+            None => {
+                let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+                turn::changes_under(session.client.clone(), timeout, names.parent).await
+            }
+        }
     }
 
     fn describe(&self) -> String {
