@@ -94,7 +94,6 @@ mod properties {
     use proptest::prelude::*;
 
     use super::super::*;
-    use crate::propagate::fencing_token;
 
     fn config() -> ProptestConfig {
         ProptestConfig::with_cases(10_000)
@@ -180,11 +179,8 @@ mod properties {
         fn any_header_bytes_are_read_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
             if let Ok(value) = HeaderValue::from_bytes(&bytes) {
                 let mut request = Request::new(());
-                request.headers_mut().insert("x-id", value.clone());
+                request.headers_mut().insert("x-id", value);
                 let _ = KeyFrom::header("x-id").extract(&request);
-                let mut headers = http::HeaderMap::new();
-                headers.insert("fencing-token", value);
-                let _ = fencing_token(&headers);
             }
         }
 
@@ -208,28 +204,6 @@ mod properties {
         fn any_query_is_read_without_panicking(query in "[a-z=&%+0-9é]{0,60}") {
             if let Ok(request) = Request::builder().uri(format!("/t?{query}")).body(()) {
                 let _ = KeyFrom::query("id").extract(&request);
-            }
-        }
-
-        #[test]
-        fn fencing_tokens_read_back_exactly(token in any::<u64>()) {
-            let mut headers = http::HeaderMap::new();
-            headers.insert("fencing-token", HeaderValue::from(token));
-            prop_assert_eq!(fencing_token(&headers), Ok(Some(lock_core::FencingToken::new(token))));
-        }
-
-        #[test]
-        fn a_fencing_token_header_is_accepted_only_as_plain_decimal(text in "[0-9+\\- a]{0,24}") {
-            let mut headers = http::HeaderMap::new();
-            headers.insert("fencing-token", HeaderValue::from_str(&text).unwrap());
-            let plain = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-            match fencing_token(&headers) {
-                Ok(Some(token)) => {
-                    prop_assert!(plain);
-                    prop_assert_eq!(text.parse::<u64>(), Ok(token.get()));
-                }
-                Ok(None) => prop_assert!(false, "the header is there"),
-                Err(_) => prop_assert!(!plain || text.parse::<u64>().is_err()),
             }
         }
     }

@@ -149,3 +149,6 @@ pub fn fencing_token(headers: &HeaderMap) -> Result<Option<FencingToken>, Invali
     }
     text.parse().map(Some).map_err(|_| shown())
 }
+
+#[cfg(test)]
+mod tests;
