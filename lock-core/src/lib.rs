@@ -116,6 +116,7 @@ mod line;
 mod locker;
 mod multi;
 mod operators;
+mod options;
 mod owner;
 mod places;
 mod request;
@@ -145,6 +146,7 @@ pub use locker::{
     Locker, MIN_TTL,
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
+pub use options::LockOptions;
 pub use request::{LockRequest, MAX_COUNT};
 pub use scope::Scoped;
 pub use store_error::{Refusal, StoreError};

@@ -25,6 +25,7 @@ use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::Status;
 use crate::locker::Locker;
+use crate::options::LockOptions;
 use crate::scope;
 use crate::token::FencingToken;
 
@@ -60,9 +61,7 @@ pub struct LockAllRequest {
     locker: Locker,
     /// The keys in canonical order, or the first bad key's error.
     keys: Result<Vec<String>, LockError>,
-    ttl: Duration,
-    wait: Duration,
-    watchdog: bool,
+    options: LockOptions,
 }
 
 impl LockAllRequest {
@@ -81,9 +80,7 @@ impl LockAllRequest {
                 .map(|()| canonical.into_iter().collect()),
         };
         LockAllRequest {
-            ttl: config.ttl,
-            wait: config.wait,
-            watchdog: config.watchdog,
+            options: LockOptions::default(),
             keys,
             locker,
         }
@@ -91,7 +88,7 @@ impl LockAllRequest {
 
     /// Lease length of each key (at least 30 ms).
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.max(crate::locker::MIN_TTL);
+        self.options.ttl = Some(ttl);
         self
     }
 
@@ -99,28 +96,37 @@ impl LockAllRequest {
     /// [`LockError::WaitTimeout`] (naming the key that was not had, and
     /// how long that key was waited for); zero tries each once.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+        self.options.wait = Some(wait);
         self
     }
 
     /// Whether each lease is renewed while the guard lives.
     pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.watchdog = watchdog;
+        self.options.watchdog = Some(watchdog);
+        self
+    }
+
+    /// The options `options` sets, over those set before.
+    pub fn options(mut self, options: LockOptions) -> Self {
+        self.options = options.over(self.options);
         self
     }
 
     async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = self.keys?;
         // `None`: a wait too long to add to the clock, i.e. for ever.
-        let deadline = Instant::now().checked_add(self.wait);
+        let settings = self.options.settled(self.locker.config());
+        let deadline = Instant::now().checked_add(settings.wait);
         let mut guards = Vec::with_capacity(keys.len());
         for key in &keys {
             let taken = self
                 .locker
                 .lock(key)
-                .ttl(self.ttl)
-                .wait(deadline.map_or(self.wait, |d| d.saturating_duration_since(Instant::now())))
-                .watchdog(self.watchdog)
+                .ttl(settings.ttl)
+                .wait(deadline.map_or(settings.wait, |d| {
+                    d.saturating_duration_since(Instant::now())
+                }))
+                .watchdog(settings.watchdog)
                 .await;
             match taken {
                 Ok(guard) => guards.push(guard),

@@ -9,16 +9,13 @@ use crate::error::LockError;
 use crate::guard::OnLost;
 use crate::kind::LockKind;
 use crate::locker::Locker;
+use crate::options::LockOptions;
 
-/// Options fixed by the attribute; `None` takes the Locker's default.
+/// What the attribute fixes.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// Lease length.
-    pub ttl: Option<Duration>,
-    /// Bound on waiting.
-    pub wait: Option<Duration>,
-    /// Renew while held.
-    pub watchdog: Option<bool>,
+    /// Lease length, wait and watchdog (`None`: the Locker's default).
+    pub lock: LockOptions,
     /// Reaction to a lost lease.
     pub on_lost: OnLost,
     /// Which kind of lock.
@@ -73,23 +70,6 @@ pub fn installed(key: &str) -> Result<Locker, LockError> {
     })
 }
 
-/// Sets the attribute's options on a lock request of either kind.
-macro_rules! configure {
-    ($request:expr, $options:expr) => {{
-        let (mut request, options) = ($request, $options);
-        if let Some(ttl) = options.ttl {
-            request = request.ttl(ttl);
-        }
-        if let Some(wait) = options.wait {
-            request = request.wait(wait);
-        }
-        if let Some(watchdog) = options.watchdog {
-            request = request.watchdog(watchdog);
-        }
-        request
-    }};
-}
-
 /// Takes the lock, runs `body` as its holder, releases. A body that ran to
 /// the end returns its output even if the release fails (the failure is
 /// logged): its writes happened, and fencing decided their fate.
@@ -100,8 +80,8 @@ pub async fn run<F: Future>(
     body: F,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
-    let request = locker.lock_of(key, options.kind);
-    let guard = configure!(request, options).await?;
+    let request = locker.lock_of(key, options.kind).options(options.lock);
+    let guard = request.await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     let key = guard.key().to_owned();
     if let Err(err) = guard.release().await {
@@ -117,7 +97,7 @@ pub async fn run_all<F: Future>(
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let guard = configure!(locker?.lock_all(keys), options).await?;
+    let guard = locker?.lock_all(keys).options(options.lock).await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     if let Err(err) = guard.release().await {
         tracing::warn!(error = %err, "locked function finished, but a release failed");

@@ -252,9 +252,11 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
             let #key = #key_value;
             let #locker = #locker_expr;
             let __lock_options = #krate::__private::Options {
-                ttl: #ttl,
-                wait: #wait,
-                watchdog: #watchdog,
+                lock: #krate::LockOptions {
+                    ttl: #ttl,
+                    wait: #wait,
+                    watchdog: #watchdog,
+                },
                 on_lost: #krate::OnLost::#on_lost,
                 kind: #krate::LockKind::#kind,
             };

@@ -11,6 +11,7 @@ use crate::future::LockFuture;
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::locker::Locker;
+use crate::options::LockOptions;
 
 /// A request for one lock, made by [`Locker::lock`]; set options, then
 /// `.await` it.
@@ -46,9 +47,7 @@ pub struct LockRequest {
     /// that every request stays small).
     keys: Result<StoredKeys, Box<LockError>>,
     claim: LockKind,
-    ttl: Duration,
-    wait: Duration,
-    watchdog: bool,
+    options: LockOptions,
 }
 
 impl LockRequest {
@@ -57,30 +56,34 @@ impl LockRequest {
         LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
             claim: LockKind::Exclusive,
-            ttl: config.ttl,
-            wait: config.wait,
-            watchdog: config.watchdog,
+            options: LockOptions::default(),
             locker,
         }
     }
 
     /// Lease length (at least 30 ms; shorter values are raised to it).
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.max(crate::locker::MIN_TTL);
+        self.options.ttl = Some(ttl);
         self
     }
 
     /// How long to wait for a held lock before [`LockError::WaitTimeout`];
     /// zero tries once.
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+        self.options.wait = Some(wait);
         self
     }
 
     /// Whether the lease is renewed while the guard lives. Without it the
     /// lease ends at its ttl and the guard reports it lost.
     pub fn watchdog(mut self, watchdog: bool) -> Self {
-        self.watchdog = watchdog;
+        self.options.watchdog = Some(watchdog);
+        self
+    }
+
+    /// The options `options` sets, over those set before.
+    pub fn options(mut self, options: LockOptions) -> Self {
+        self.options = options.over(self.options);
         self
     }
 
@@ -104,7 +107,7 @@ impl LockRequest {
 
     /// Tries once; `Ok(None)` when the lock is held elsewhere.
     pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
-        self.wait = Duration::ZERO;
+        self.options.wait = Some(Duration::ZERO);
         match self.checked()?.first_step().finish().await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::WaitTimeout { .. }) => Ok(None),
@@ -124,13 +127,14 @@ impl LockRequest {
                 store: backend.describe(),
             });
         }
+        let settings = self.options.settled(self.locker.config());
         Ok(Acquisition {
             keys,
             claim: self.claim,
             locker: self.locker,
-            ttl: self.ttl,
-            wait: self.wait,
-            watchdog: self.watchdog,
+            ttl: settings.ttl,
+            wait: settings.wait,
+            watchdog: settings.watchdog,
         })
     }
 }

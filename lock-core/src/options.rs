@@ -1,0 +1,65 @@
+//! [`LockOptions`]: what one request may set apart from its Locker's
+//! defaults, for a lock of one key and for `lock_all` alike.
+
+use std::time::Duration;
+
+use crate::locker::{Config, MIN_TTL};
+
+/// The lease length, wait and watchdog of one request; each one left
+/// `None` takes the Locker's default. [`LockRequest`](crate::LockRequest)
+/// and [`LockAllRequest`](crate::LockAllRequest) take them one by one
+/// (`.ttl(..)`) or together (`.options(..)`), as the attribute does.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::{LockOptions, Locker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let quick = LockOptions {
+///     wait: Some(Duration::from_millis(200)),
+///     ..LockOptions::default()
+/// };
+/// let locker = Locker::memory();
+/// let guard = locker.lock("order:42").options(quick).await?;
+/// guard.release().await
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockOptions {
+    /// Lease length (at least 30 ms; shorter values are raised to it).
+    pub ttl: Option<Duration>,
+    /// How long to wait for a held lock; zero tries once.
+    pub wait: Option<Duration>,
+    /// Whether the lease is renewed while the guard lives.
+    pub watchdog: Option<bool>,
+}
+
+/// The settings a request runs with: its options over the Locker's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) watchdog: bool,
+}
+
+impl LockOptions {
+    /// These options over `other`: each one set here wins.
+    pub(crate) fn over(self, other: LockOptions) -> LockOptions {
+        LockOptions {
+            ttl: self.ttl.or(other.ttl),
+            wait: self.wait.or(other.wait),
+            watchdog: self.watchdog.or(other.watchdog),
+        }
+    }
+
+    /// The settings of a request with these options on a Locker of
+    /// `config`.
+    pub(crate) fn settled(self, config: &Config) -> Settings {
+        Settings {
+            ttl: self.ttl.unwrap_or(config.ttl).max(MIN_TTL),
+            wait: self.wait.unwrap_or(config.wait),
+            watchdog: self.watchdog.unwrap_or(config.watchdog),
+        }
+    }
+}
