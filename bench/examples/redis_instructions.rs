@@ -153,7 +153,7 @@ impl Subject {
                     .map(|name| (name, false))
                     .chain(acquired.iter().map(|name| (name, true)))
                 {
-                    let keys = lock_core::StoredKeys::new("lock", name).expect("key");
+                    let keys = lock_core::backend::StoredKeys::new("lock", name).expect("key");
                     call.key(keys.lease()).key(keys.fence());
                     match acquire {
                         true => call.arg("a").arg("owner:1").arg(30_000),

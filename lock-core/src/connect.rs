@@ -1,7 +1,7 @@
 //! Every way to a Locker on a store: by URL scheme
 //! ([`LockerBuilder::connect`], [`LockerBuilder::from_env`]), and one
 //! constructor per store (memory, Redis and its topologies, RedLock, etcd,
-//! ZooKeeper, or any [`Backend`](crate::Backend)).
+//! ZooKeeper, or any [`Backend`](crate::backend::Backend)).
 
 use std::sync::Arc;
 

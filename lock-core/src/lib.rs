@@ -76,7 +76,7 @@
 //! # Parts
 //! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;
 //!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
-//! - [`backend`]: the store boundary ([`Backend`]) with
+//! - [`backend`]: the store boundary ([`Backend`](backend::Backend)) with
 //!   [`RedisBackend`](backend::RedisBackend) (one server, or the master
 //!   that Sentinel names, followed through failovers),
 //!   [`RedLockBackend`](backend::RedLockBackend) (a majority of independent
@@ -108,7 +108,7 @@ pub mod fence;
 mod future;
 mod global;
 mod guard;
-pub mod inspect;
+mod inspect;
 mod keys;
 mod kind;
 mod lease;
@@ -129,14 +129,13 @@ mod token;
 mod undo;
 mod watchdog;
 
-pub use backend::Backend;
 pub use builder::LockerBuilder;
 pub use error::{LockError, LossReason, Operation};
 pub use future::LockFuture;
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
-pub use inspect::{Holder, Inspection};
-pub use keys::{MAX_KEY_LEN, StoredKeys};
+pub use inspect::{Holder, Inspection, MAX_LISTED};
+pub use keys::MAX_KEY_LEN;
 pub use kind::LockKind;
 pub use lease::Lease;
 #[cfg(feature = "macros")]
@@ -147,7 +146,7 @@ pub use locker::{
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
 pub use options::LockOptions;
-pub use request::{LockRequest, MAX_COUNT};
+pub use request::{LockRequest, MAX_PERMITS_OR_SEGMENTS};
 pub use scope::Scoped;
-pub use store_error::{Refusal, StoreError};
+pub use store_error::StoreError;
 pub use token::FencingToken;

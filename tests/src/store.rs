@@ -9,8 +9,8 @@ use lock_core::backend::{
     Attempt, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal, StoreFuture,
     ZooKeeperBackend,
 };
-use lock_core::inspect::Pattern;
-use lock_core::{Backend, Inspection, LockError, Locker, LockerBuilder, StoreError, StoredKeys};
+use lock_core::backend::{Backend, Pattern, StoredKeys};
+use lock_core::{Inspection, LockError, Locker, LockerBuilder, StoreError};
 
 use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet, ZooKeeperServer};
 

@@ -23,8 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::inspect::{Inspection, Pattern};
-use crate::keys::StoredKeys;
+use crate::inspect::Inspection;
 use crate::store_error::StoreError;
 
 mod attempt;
@@ -49,7 +48,10 @@ pub use self::redlock::RedLockBackend;
 pub use self::store::{Operators, Store};
 #[cfg(feature = "zookeeper")]
 pub use self::zookeeper::ZooKeeperBackend;
+pub use crate::inspect::Pattern;
+pub use crate::keys::StoredKeys;
 pub(crate) use crate::kind::LockKind;
+pub use crate::store_error::Refusal;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -246,7 +248,7 @@ pub trait Backend: Send + Sync + 'static {
     /// The user keys of namespace `namespace` that match `pattern` and
     /// have a holder or a ticket
     /// ([`Locker::held_keys`](crate::Locker::held_keys)), at most
-    /// [`MAX_LISTED`](crate::inspect::MAX_LISTED) of them or a few more.
+    /// [`MAX_LISTED`](crate::MAX_LISTED) of them or a few more.
     fn held_keys<'a>(
         &'a self,
         namespace: &'a str,

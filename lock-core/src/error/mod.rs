@@ -222,7 +222,7 @@ pub enum LockError {
         key: String,
         /// The kind of lock asked for.
         claim: LockKind,
-        /// The store ([`Backend::describe`](crate::Backend::describe)).
+        /// The store ([`Backend::describe`](crate::backend::Backend::describe)).
         store: String,
     },
 

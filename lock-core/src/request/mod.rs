@@ -96,9 +96,9 @@ impl LockRequest {
             _ => None,
         };
         if let Some((what, n)) = count
-            && !(1..=MAX_COUNT).contains(&n)
+            && !(1..=MAX_PERMITS_OR_SEGMENTS).contains(&n)
         {
-            let reason = format!("{n} is not between 1 and {MAX_COUNT}");
+            let reason = format!("{n} is not between 1 and {MAX_PERMITS_OR_SEGMENTS}");
             self.keys = Err(Box::new(LockError::invalid_config(what, reason)));
         }
         self.claim = claim;
@@ -140,7 +140,7 @@ impl LockRequest {
 }
 
 /// The most permits of a semaphore, or segments of a striped lock.
-pub const MAX_COUNT: u32 = 1024;
+pub const MAX_PERMITS_OR_SEGMENTS: u32 = 1024;
 
 impl IntoFuture for LockRequest {
     type Output = Result<LockGuard, LockError>;

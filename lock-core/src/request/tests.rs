@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::backend::{Attempt, LockKind, MemoryBackend, ReleaseSignal, StoreFuture};
+use crate::backend::{Attempt, Backend, LockKind, MemoryBackend, ReleaseSignal, StoreFuture};
 use crate::keys::StoredKeys;
-use crate::{Backend, LockError, Locker, StoreError};
+use crate::{LockError, Locker, StoreError};
 
 #[tokio::test]
 async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {

@@ -236,7 +236,8 @@ pub(crate) async fn shard_subscribers_reach(node: &RedisServer, channel: &str, w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_confirmation_reaches_the_master_of_the_slot() {
     let cluster = ClusterSet::start();
-    let within = Duration::from_millis(500);
+    // Generous: a replica of a loaded machine once took more than 500 ms.
+    let within = Duration::from_secs(2);
     let locker = Locker::builder()
         .replicas(1, within)
         .redis(&cluster.url())

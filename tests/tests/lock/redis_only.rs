@@ -5,7 +5,8 @@ use std::future::IntoFuture;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockError, Locker, StoredKeys};
+use lock_core::backend::StoredKeys;
+use lock_core::{FencingToken, LockError, Locker};
 use lock_testkit::{RedisServer, all_keys, assert_lost, command_calls, lasting_keys};
 
 use redis::AsyncCommands;
