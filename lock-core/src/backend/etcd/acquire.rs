@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::held_checks::delete_entry;
 use super::leases::Lease;
 use super::queue::{Names, take_place, take_segment};
-use super::standing::delete_entry;
 use super::{EtcdBackend, Gone, Placed, reaping};
 use crate::backend::queued::Entry;
 use crate::backend::{Attempt, Grant, LockKind};

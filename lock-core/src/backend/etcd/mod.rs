@@ -8,18 +8,18 @@
 //! One lease per ttl (in whole seconds) is shared by every lock of that
 //! ttl ([`leases`]): renewals that come due together share one keep-alive
 //! per lease and one read of up to 128 entries, not a call per lock.
-//! Waiters watch the entry before theirs ([`turn`]). Entries no longer
+//! Waiters watch the entry before theirs ([`waiting`]). Entries no longer
 //! renewed are deleted at their ttl by the shared reaper
 //! ([`entries`](super::entries)).
 
 mod acquire;
 mod connect;
 mod errors;
+mod held_checks;
 mod inspect;
 mod leases;
 mod queue;
-mod standing;
-mod turn;
+mod waiting;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,9 +28,9 @@ use etcd_client::Client;
 use tokio::time::Instant;
 
 use self::errors::lease_gone;
+use self::held_checks::{MAX_TXN_OPS, Standing, delete_entry};
 use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
-use self::standing::{MAX_TXN_OPS, Standing, delete_entry};
 use super::queued::{self, Entry, Held, RoundsTask};
 use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
@@ -257,8 +257,8 @@ impl Store for EtcdBackend {
         let names = Names::of(keys, claim, ticket.unwrap_or(""));
         let entry = ticket.and_then(|_| shared.held.get(&names.entry));
         match entry {
-            Some(entry) => turn::turn_of(client, timeout, names, claim, entry.revision).await,
-            None => turn::deletes_under(client, timeout, names.ahead(claim)).await,
+            Some(entry) => waiting::turn_of(client, timeout, names, claim, entry.revision).await,
+            None => waiting::deletes_under(client, timeout, names.ahead(claim)).await,
         }
     }
 

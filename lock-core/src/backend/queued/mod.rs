@@ -1,15 +1,15 @@
 //! What the stores that queue entries (etcd, ZooKeeper) share: who holds
 //! in a queue ([`admission`]), the table of the entries a backend holds or
 //! waits with, with the reaper that ends unrenewed ones at their ttl
-//! ([`held`]), requests asked for together ([`rounds`]), and the task
+//! ([`held`]), requests asked for together ([`batching`]), and the task
 //! behind a waiter's signal.
 
 pub(crate) mod admission;
+mod batching;
 mod held;
-mod rounds;
 
+pub(crate) use self::batching::{Round, RoundsTask};
 pub(crate) use self::held::{Delete, Entry, Held, Leased, reap};
-pub(crate) use self::rounds::{Round, RoundsTask};
 
 /// The segments of `of` in the order `owner` tries them: from one of its
 /// own, so that contenders spread out.

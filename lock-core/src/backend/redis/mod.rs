@@ -7,7 +7,7 @@ mod connection;
 mod errors;
 mod inspect;
 mod pubsub;
-mod raise;
+mod raise_token;
 mod replies;
 mod scripts;
 mod send;

@@ -24,10 +24,10 @@
 //! Only the plain lock (and [`lock_all`](crate::Locker::lock_all) over it)
 //! runs on RedLock; the other kinds are [`LockError::Unsupported`](crate::LockError::Unsupported).
 
+mod any_release;
 mod inspect;
-mod later;
 mod master;
-mod merged;
+mod release_retry;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -37,8 +37,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::sync::OnceCell;
 
+use self::any_release::merged;
 use self::master::Master;
-use self::merged::merged;
 use crate::backend::redis::once;
 use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, Store};
 use crate::keys::StoredKeys;

@@ -9,18 +9,18 @@
 //! The lease is the session: one per ttl, shared by every lock of that
 //! ttl ([`sessions`]), kept alive by the client; its negotiated timeout is
 //! the ttl granted. Renewals that come due together share one `sync` and
-//! one read of a session's held nodes ([`standing`]). Waiters watch the
-//! node before theirs ([`turn`]). Nodes no longer renewed are deleted at
+//! one read of a session's held nodes ([`held_checks`]). Waiters watch the
+//! node before theirs ([`waiting`]). Nodes no longer renewed are deleted at
 //! their ttl by the reaper the etcd backend uses too.
 
 mod acquire;
 mod connect;
 mod errors;
+mod held_checks;
 mod inspect;
 mod queue;
 mod sessions;
-mod standing;
-mod turn;
+mod waiting;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -28,9 +28,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use self::errors::bounded;
+use self::held_checks::Standing;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
-use self::standing::Standing;
 use super::queued::{self, Entry, Held};
 use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
@@ -240,11 +240,11 @@ impl Store for ZooKeeperBackend {
                     .next()
                     .unwrap_or_default()
                     .to_owned();
-                turn::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
+                waiting::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
             }
             None => {
                 let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
-                turn::changes_under(session.client.clone(), timeout, names.parent).await
+                waiting::changes_under(session.client.clone(), timeout, names.parent).await
             }
         }
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use zookeeper_client::Client;
 
 use super::errors::store_error;
-use super::standing::{MAX_READS, Standing};
+use super::held_checks::{MAX_READS, Standing};
 use crate::backend::queued::{Leased, RoundsTask};
 use crate::store_error::StoreError;
 
