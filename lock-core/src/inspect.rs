@@ -1,6 +1,6 @@
-//! For operators: what the store holds for a key
-//! ([`Locker::inspect`](crate::Locker::inspect)), the keys held ([`Locker::held_keys`](crate::Locker::held_keys)) and
-//! breaking a lock ([`Locker::force_release`](crate::Locker::force_release)).
+//! What the operators' calls answer with: the holders of a key
+//! ([`Inspection`], [`Holder`]) and the glob that picks held keys
+//! ([`Pattern`]). The calls themselves are in `operators.rs`.
 
 use std::time::Duration;
 

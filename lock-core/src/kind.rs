@@ -4,9 +4,9 @@ use std::fmt;
 
 /// What one acquisition asks for on a key.
 ///
-/// A [`Backend`](crate::backend::Backend) says which claims it can keep
+/// A [`Backend`](crate::backend::Backend) says which kinds it can keep
 /// ([`Backend::supports`](crate::backend::Backend::supports)); a lock asking a store
-/// for a claim it cannot keep fails with
+/// for a kind it cannot keep fails with
 /// [`LockError::Unsupported`](crate::LockError::Unsupported) before any
 /// request is sent, never with a weaker lock in its place.
 ///
@@ -41,7 +41,7 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    /// Whether the claim excludes every other holder of the key.
+    /// Whether the kind excludes every other holder of the key.
     pub fn is_exclusive(self) -> bool {
         matches!(self, LockKind::Exclusive | LockKind::Fair | LockKind::Write)
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::locker::{Config, MIN_TTL};
 
 /// The lease length, wait and watchdog of one request; each one left
-/// `None` takes the Locker's default. [`LockRequest`](crate::LockRequest)
+/// `None` keeps what the request had (the Locker's default unless set
+/// before). [`LockRequest`](crate::LockRequest)
 /// and [`LockAllRequest`](crate::LockAllRequest) take them one by one
 /// (`.ttl(..)`) or together (`.options(..)`), as the attribute does.
 ///
@@ -61,5 +62,46 @@ impl LockOptions {
             wait: self.wait.unwrap_or(config.wait),
             watchdog: self.watchdog.unwrap_or(config.watchdog),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::LockOptions;
+    use crate::locker::{Config, MIN_TTL};
+
+    #[test]
+    fn set_options_win_and_unset_ones_keep_what_was_there() {
+        let before = LockOptions {
+            ttl: Some(Duration::from_secs(5)),
+            wait: Some(Duration::from_secs(1)),
+            watchdog: None,
+        };
+        let later = LockOptions {
+            wait: Some(Duration::ZERO),
+            watchdog: Some(false),
+            ..LockOptions::default()
+        };
+        let merged = later.over(before);
+        assert_eq!(merged.ttl, Some(Duration::from_secs(5)));
+        assert_eq!(merged.wait, Some(Duration::ZERO));
+        assert_eq!(merged.watchdog, Some(false));
+    }
+
+    #[test]
+    fn unset_options_take_the_lockers_and_a_short_ttl_is_raised() {
+        let config = Config::default();
+        let settings = LockOptions::default().settled(&config);
+        assert_eq!(
+            (settings.ttl, settings.wait, settings.watchdog),
+            (config.ttl, config.wait, config.watchdog)
+        );
+        let short = LockOptions {
+            ttl: Some(Duration::from_millis(1)),
+            ..LockOptions::default()
+        };
+        assert_eq!(short.settled(&config).ttl, MIN_TTL);
     }
 }

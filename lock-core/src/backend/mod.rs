@@ -1,7 +1,7 @@
 //! The store boundary: the [`Backend`] trait the Locker holds, and the
 //! stores. A store reached over the network implements [`Store`] (the lock
 //! operations) and [`Operators`] (the operators' calls) as async functions,
-//! and is a [`Backend`] through them (see `store.rs` for why); the
+//! and is a [`Backend`] through them (see [`Store`] for why); the
 //! in-process [`MemoryBackend`] implements [`Backend`] itself.
 //!
 //! A backend does four things with one lock, each atomically in its store:
@@ -286,6 +286,10 @@ fn cannot<'a, T>(
     store: &(impl Backend + ?Sized),
     what: &str,
 ) -> StoreFuture<'a, Result<T, StoreError>> {
-    let message = format!("{} cannot {what}", store.describe());
-    StoreFuture::ready(Err(StoreError::permanent(message)))
+    StoreFuture::ready(Err(refusal(&store.describe(), what)))
+}
+
+/// `<store> cannot <what>`, a permanent error.
+fn refusal(store: &str, what: &str) -> StoreError {
+    StoreError::permanent(format!("{store} cannot {what}"))
 }

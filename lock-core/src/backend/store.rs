@@ -20,6 +20,49 @@ use crate::store_error::StoreError;
 
 /// The lock operations of a store reached over the network; see
 /// [`Backend`] for what each must do (atomically, owner-checked).
+///
+/// A type with `Store` and [`Operators`] is a [`Backend`]: the Locker holds
+/// an object-safe `dyn Backend`, while a store writes plain `async fn`s, once
+/// each, under the operations' names. An empty `impl Operators` keeps the
+/// operators' calls refused. The in-process store implements [`Backend`]
+/// itself instead, to answer in place without boxing a future.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lock_core::backend::{Attempt, Operators, ReleaseSignal, Store, StoredKeys};
+/// use lock_core::{LockKind, Locker, StoreError};
+///
+/// /// A store that is always down.
+/// struct Down;
+///
+/// impl Store for Down {
+///     async fn acquire(&self, _: &StoredKeys, _: LockKind, _: &str, _: Duration)
+///         -> Result<Attempt, StoreError> {
+///         Err(StoreError::timed_out(Duration::from_secs(2)))
+///     }
+///     async fn renew(&self, _: &StoredKeys, _: LockKind, _: &str, _: Duration)
+///         -> Result<bool, StoreError> {
+///         Ok(false)
+///     }
+///     async fn release(&self, _: &StoredKeys, _: LockKind, _: &str) -> Result<bool, StoreError> {
+///         Ok(false)
+///     }
+///     async fn subscribe(&self, _: &StoredKeys, _: LockKind, _: Option<&str>)
+///         -> Result<ReleaseSignal, StoreError> {
+///         Err(StoreError::permanent("down"))
+///     }
+///     fn describe(&self) -> String {
+///         "down".into()
+///     }
+/// }
+///
+/// impl Operators for Down {}
+///
+/// let locker = Locker::builder().backend(Down)?;
+/// # let _ = locker;
+/// # Ok::<(), lock_core::LockError>(())
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Whether this store keeps `kind` ([`Backend::supports`]).
     fn supports(&self, kind: LockKind) -> bool {
@@ -117,8 +160,8 @@ fn refused<T>(
     store: &(impl Store + ?Sized),
     what: &str,
 ) -> impl Future<Output = Result<T, StoreError>> + Send + 'static {
-    let message = format!("{} cannot {what}", store.describe());
-    async move { Err(StoreError::permanent(message)) }
+    let refused = super::refusal(&store.describe(), what);
+    async move { Err(refused) }
 }
 
 impl<S: Operators> Backend for S {

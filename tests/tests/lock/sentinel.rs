@@ -202,7 +202,8 @@ async fn an_unanswering_master_is_checked_with_the_sentinels() {
 
 /// How the former master of an unheard failover ends.
 enum Demise {
-    /// Paused (SIGSTOP) until the test ends: requests to it get no answer.
+    /// Paused (SIGSTOP) until the Locker has moved on: requests to it get
+    /// no answer.
     Frozen,
     /// Killed: requests to it find a broken connection.
     Killed,

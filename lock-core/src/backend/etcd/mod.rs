@@ -10,7 +10,7 @@
 //! per lease and one read of up to 128 entries, not a call per lock.
 //! Waiters watch the entry before theirs ([`waiting`]). Entries no longer
 //! renewed are deleted at their ttl by the shared reaper
-//! ([`entries`](super::entries)).
+//! (`queued`).
 
 mod acquire;
 mod connect;

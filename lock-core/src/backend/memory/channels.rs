@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::watch;
 
-use super::{MemoryBackend, Store};
+use super::{MemoryBackend, Shards};
 use crate::backend::ReleaseSignal;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -42,7 +42,7 @@ impl MemoryBackend {
 
 /// Removes a channel when its last subscriber goes.
 struct Registration {
-    store: Weak<Store>,
+    store: Weak<Shards>,
     shard: usize,
     keys: StoredKeys,
 }

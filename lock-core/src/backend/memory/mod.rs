@@ -48,14 +48,14 @@ mod rw;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct MemoryBackend {
-    store: Arc<Store>,
+    store: Arc<Shards>,
 }
 
 /// Leases and channels sharded by lease key (a lock's channel lives in its
 /// lease's shard); tokens from a counter per shard, so that threads taking
 /// locks on different keys share no counter.
 #[derive(Debug, Default)]
-struct Store {
+struct Shards {
     shards: Sharded<State>,
 }
 

@@ -109,7 +109,7 @@ impl Operators for ZooKeeperBackend {
                 let Some((claim, segment)) = kind_of(&child, read_as) else {
                     continue;
                 };
-                // The token is the zxid of the grant's write (see waiting.rs):
+                // The token is the zxid of the grant's write (see acquire.rs):
                 // a node first in line but not written yet waits for it.
                 let Some(stat) = bounded(timeout, false, client.check_stat(&path)).await? else {
                     continue;
