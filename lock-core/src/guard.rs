@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::error::LossReason;
 use crate::error::{LockError, Operation};
+use crate::lease::watchdog;
 use crate::lease::{LeaseState, Status};
 use crate::scope;
 use crate::token::FencingToken;
-use crate::watchdog;
 
 /// What locked code does when its lease is lost while it runs: the choice
 /// of `#[distributed_lock(on_lost = "...")]` and of `LockLayer::on_lost`.

@@ -10,10 +10,10 @@ use std::time::Duration;
 use crate::backend::{Backend, LockKind};
 use crate::error::LockError;
 use crate::keys::StoredKeys;
+use crate::lease::watchdog::Watchdogs;
 use crate::line::Lines;
 use crate::owner::OwnerPrefix;
 use crate::places::Places;
-use crate::watchdog::Watchdogs;
 
 /// Default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);

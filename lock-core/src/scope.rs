@@ -15,7 +15,7 @@ use pin_project::pin_project;
 use tokio::task::futures::TaskLocalFuture;
 
 use crate::kind::LockKind;
-use crate::lease::LeaseState;
+use crate::lease::{Lease, LeaseState};
 use crate::token::FencingToken;
 
 tokio::task_local! {
@@ -138,6 +138,32 @@ fn find(matches: impl Fn(&LeaseState) -> bool) -> Option<Arc<LeaseState>> {
     })
     .ok()
     .flatten()
+}
+
+/// The current task's lease, read from its locked scopes (kept here, so
+/// that a lease need not know about scopes).
+impl Lease {
+    /// The lease of the innermost lock held by the current task's locked
+    /// scope (see [`LockGuard::scope`](crate::LockGuard::scope)): `None`
+    /// outside any locked scope, or inside a multi-lock's scope.
+    ///
+    /// ```
+    /// use lock_core::{Lease, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let locker = Locker::memory();
+    /// let guard = locker.lock("order:42").await?;
+    /// assert!(Lease::current().is_none());
+    /// guard.scope(async {
+    ///     assert_eq!(Lease::current().unwrap().key(), "order:42");
+    /// }).await;
+    /// guard.release().await
+    /// # }
+    /// ```
+    pub fn current() -> Option<Lease> {
+        innermost_lease().map(Lease::new)
+    }
 }
 
 /// The current task's tokens, read from its locked scopes (kept here, so

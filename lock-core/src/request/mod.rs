@@ -1,13 +1,16 @@
 //! [`LockRequest`]: one acquisition's options, awaited as a
 //! [`LockFuture`](crate::LockFuture).
 
+mod future;
+
+pub use self::future::LockFuture;
+
 use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::acquire::Acquisition;
 use crate::backend::LockKind;
 use crate::error::LockError;
-use crate::future::LockFuture;
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::locker::Locker;

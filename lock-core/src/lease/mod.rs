@@ -3,6 +3,10 @@
 //! process-local turn, and what it needs of its Locker: the store, the
 //! local lines and a watchdog handle), and [`Lease`], the public view of it.
 
+pub(crate) mod watchdog;
+
+use self::watchdog::Control;
+
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -20,7 +24,6 @@ use crate::line::{HeldTurn, Lines};
 use crate::owner::Owner;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
-use crate::watchdog::Control;
 
 /// Where a lease stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,28 +290,6 @@ pub struct Lease {
 impl Lease {
     pub(crate) fn new(state: Arc<LeaseState>) -> Self {
         Lease { state }
-    }
-
-    /// The lease of the innermost lock held by the current task's locked
-    /// scope (see [`LockGuard::scope`](crate::LockGuard::scope)): `None`
-    /// outside any locked scope, or inside a multi-lock's scope.
-    ///
-    /// ```
-    /// use lock_core::{Lease, Locker};
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), lock_core::LockError> {
-    /// let locker = Locker::memory();
-    /// let guard = locker.lock("order:42").await?;
-    /// assert!(Lease::current().is_none());
-    /// guard.scope(async {
-    ///     assert_eq!(Lease::current().unwrap().key(), "order:42");
-    /// }).await;
-    /// guard.release().await
-    /// # }
-    /// ```
-    pub fn current() -> Option<Lease> {
-        crate::scope::innermost_lease().map(Lease::new)
     }
 
     /// The user key.

@@ -8,6 +8,9 @@
 //! message, the holder's remaining TTL or its own deadline. A transient
 //! store error is one more reason to wait (see [`Outage`]).
 
+mod subscription;
+mod undo;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,15 +22,17 @@ use crate::deadline::deadline_after;
 use crate::error::{LockError, Operation};
 use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
+use crate::lease::watchdog;
 use crate::lease::{LeaseParts, LeaseState, Status};
 use crate::line::{HeldTurn, Lines, NoTurn, Turn};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::places::Place;
 use crate::store_error::StoreError;
-use crate::subscription::Subscription;
-use crate::undo::UndoOnDrop;
-use crate::{scope, telemetry, watchdog};
+use crate::{scope, telemetry};
+
+use self::subscription::Subscription;
+use self::undo::UndoOnDrop;
 
 /// A request whose key has been checked: what every step works on.
 pub(crate) struct Acquisition {
