@@ -27,7 +27,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use lock_core::Locker;
-use lock_testkit::RedisServer;
+use lock_testkit::{RedisServer, release_channel, token_record};
 
 /// Lock + release cycles counted per subject, after a warm-up.
 const CYCLES: usize = 1000;
@@ -154,10 +154,10 @@ impl Subject {
                     .chain(acquired.iter().map(|name| (name, true)))
                 {
                     let keys = lock_core::backend::StoredKeys::new("lock", name).expect("key");
-                    call.key(keys.lease()).key(keys.fence());
+                    call.key(keys.lease()).key(token_record(&keys));
                     match acquire {
                         true => call.arg("a").arg("owner:1").arg(30_000),
-                        false => call.arg("r").arg("owner:1").arg(keys.channel()),
+                        false => call.arg("r").arg("owner:1").arg(release_channel(&keys)),
                     };
                 }
                 let _: Vec<i64> = call.invoke_async(conn).await.expect("floor script");

@@ -25,12 +25,18 @@ use crate::locker::{Config, MIN_TTL};
 #[derive(Debug, Clone)]
 pub struct LockerBuilder {
     config: Config,
+    /// Roots (PEM) a `rediss://` server's certificate is checked against
+    /// instead of the system's: a connect setting, not the Locker's.
+    #[cfg(feature = "tls")]
+    pub(crate) tls_roots: Option<std::sync::Arc<[u8]>>,
 }
 
 impl LockerBuilder {
     pub(crate) fn new() -> Self {
         LockerBuilder {
             config: Config::default(),
+            #[cfg(feature = "tls")]
+            tls_roots: None,
         }
     }
 
@@ -51,7 +57,7 @@ impl LockerBuilder {
     /// ```
     #[cfg(feature = "tls")]
     pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.config.tls_roots = Some(std::sync::Arc::from(pem.into()));
+        self.tls_roots = Some(std::sync::Arc::from(pem.into()));
         self
     }
 

@@ -221,9 +221,11 @@ impl LockerBuilder {
     /// connects through Sentinel, as [`redis_sentinel`](Self::redis_sentinel)
     /// does, with the credentials and database for the master.
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
+        #[cfg(feature = "tls")]
+        let tls_roots = self.tls_roots.clone();
         let config = self.validated()?;
         #[cfg(feature = "tls")]
-        let connect = match &config.tls_roots {
+        let connect = match &tls_roots {
             Some(roots) => RedisBackend::connect_tls(url, config.timeout, roots).await,
             None => RedisBackend::connect(url, config.timeout).await,
         };

@@ -1,38 +1,25 @@
-//! User keys: validation, escaping and the stored keys of one lock.
+//! User keys: validation, escaping, and the store-neutral name of one lock.
 //!
-//! A user key such as `order:42` becomes, under namespace `lock`:
+//! A user key such as `order:42` becomes, under namespace `lock`, the base
+//! name `lock:{order:42}`. Each kind of lock on the key is a lock of its
+//! own, stored under a name beside the base:
 //!
 //! ```text
-//! lock:{order:42}:lease      `1|<owner>|<token>` of the current lease (PX ttl),
-//!                            `|w` appended once another client found it held
-//! lock:{order:42}:fence      `1|<token>`: the newest token, only while it is
-//!                            ahead of the server clock
-//! lock:{order:42}:released   pub/sub channel, one message per release of a
-//!                            lease that someone found held
-//! lock:{order:42}:released:<owner>
-//!                            the channel of one waiter with a ticket (a fair
-//!                            lock's place, a writer's mark): told its turn
-//! lock:{order:42}:permits    a semaphore's permits: owner -> `1|<token>|<expiry>`
-//!                            (each kind of lock on a key is a lock of its own:
-//!                            a semaphore and a plain lock do not exclude each
-//!                            other)
-//! lock:{order:42}:segments   a striped lock's segments, in the same form
-//! lock:{order:42}:fair       a fair lock's queue: owner -> `1|<token>|<expiry>|<seq>`
-//!                            (token 0 while waiting)
-//! lock:{order:42}:rw         a read-write lock's holders: owner ->
-//!                            `1|<token>|<expiry>|r` or `|w`, and `~`, the
-//!                            mark of a waiting writer
+//! lock:{order:42}:lease      the plain lock
+//! lock:{order:42}:fair       the fair lock
+//! lock:{order:42}:rw         the read-write lock (readers and writers)
+//! lock:{order:42}:permits    the semaphore
+//! lock:{order:42}:segments   the striped lock
 //! ```
 //!
-//! Every value starts with its format version (`1|`): a client that meets
-//! another version leaves the value alone and says so
-//! ([`LockError::UnknownFormat`](crate::LockError::UnknownFormat)).
-//!
-//! The braces are a Redis Cluster hash tag, so all of them land in one slot.
-//! Every byte of the user key outside `[A-Za-z0-9-_.:/@=+,;]` is written as
-//! `%XX`, so `{`, `}`, glob characters (`* ? [ ] \`), whitespace, CRLF and
-//! NUL can neither move the key to another slot, nor widen a `SCAN` or ACL
-//! pattern, nor make two user keys collide (the escaping is injective).
+//! Each store lays out what it keeps under these names in its own folder
+//! (Redis's token record and release channel: `backend/redis/keys.rs`).
+//! The braces keep all of a lock's names together where a store shards by
+//! them (a Redis Cluster hash tag). Every byte of the user key outside
+//! `[A-Za-z0-9-_.:/@=+,;]` is written as `%XX`, so `{`, `}`, glob characters
+//! (`* ? [ ] \`), whitespace, CRLF and NUL can neither move the key to
+//! another shard, nor widen a `SCAN`, ACL or prefix pattern, nor make two
+//! user keys collide (the escaping is injective).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -42,7 +29,6 @@ use std::sync::{Arc, LazyLock};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::error::LockError;
-#[cfg(any(feature = "etcd", feature = "zookeeper"))]
 use crate::kind::LockKind;
 
 /// Longest accepted user key, in bytes.
@@ -51,18 +37,19 @@ pub const MAX_KEY_LEN: usize = 512;
 /// Longest accepted namespace, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = 64;
 
-/// The stored names of one lock in the store.
+/// The store-neutral name of one lock: the user key and the name of its
+/// plain lock, from which every other stored name is derived.
 ///
-/// All four names live in one shared buffer, so laying them out costs a
-/// single allocation per lock and a clone costs none. The lease name's hash
-/// is computed once here and reused by every in-process map keyed by the
-/// lock (local lines, the memory backend).
+/// Both live in one shared buffer, so laying them out costs a single
+/// allocation per lock and a clone costs none. The lease name's hash is
+/// computed once here and reused by every in-process map keyed by the lock
+/// (local queues, the memory backend).
 #[derive(Debug, Clone)]
 pub struct StoredKeys {
-    /// `user`, then the lease key, the token record and the channel.
+    /// `user`, then the lease name.
     names: Arc<str>,
-    /// Where the user key, the lease key, the token record and the channel end.
-    ends: [usize; 4],
+    /// Where the user key ends.
+    user_end: usize,
     /// Hash of the lease name under the process-wide random seed.
     hash: u64,
 }
@@ -80,94 +67,52 @@ impl StoredKeys {
     /// Validates `user` and lays out its stored keys under `namespace`.
     pub fn new(namespace: &str, user: &str) -> Result<Self, LockError> {
         validate(user)?;
-        const SUFFIXES: [&str; 3] = [":lease", ":fence", ":released"];
         SCRATCH.with_borrow_mut(|names| {
             names.clear();
             names.push_str(user);
-            let mut ends = [names.len(); 4];
-            // `<namespace>:{<escaped user>}`, laid out once and copied.
-            let base_start = names.len();
+            let user_end = names.len();
             names.push_str(namespace);
             names.push_str(":{");
-            // A plain key goes in as one piece.
             escape_into(names, user);
-            names.push('}');
-            let base = base_start..names.len();
-            for (i, (end, suffix)) in ends[1..].iter_mut().zip(SUFFIXES).enumerate() {
-                if i > 0 {
-                    names.extend_from_within(base.clone());
-                }
-                names.push_str(suffix);
-                *end = names.len();
-            }
-            let hash = SEED.hash_one(&names[ends[0]..ends[1]]);
+            names.push_str("}:lease");
+            let hash = SEED.hash_one(&names[user_end..]);
             let names = Arc::from(names.as_str());
-            Ok(StoredKeys { names, ends, hash })
+            Ok(StoredKeys {
+                names,
+                user_end,
+                hash,
+            })
         })
     }
 
     /// The user key, as given.
     pub fn user(&self) -> &str {
-        &self.names[..self.ends[0]]
+        &self.names[..self.user_end]
     }
 
-    /// The lease key (holds `1|<owner>|<token>`).
+    /// The plain lock's name (`<namespace>:{<key>}:lease`).
     pub fn lease(&self) -> &str {
-        &self.names[self.ends[0]..self.ends[1]]
+        &self.names[self.user_end..]
     }
 
-    /// The token record: the newest token, kept only while it is ahead of
-    /// the server clock.
-    pub fn fence(&self) -> &str {
-        &self.names[self.ends[1]..self.ends[2]]
-    }
-
-    /// The channel a release is published on.
-    pub fn channel(&self) -> &str {
-        &self.names[self.ends[2]..self.ends[3]]
-    }
-
-    /// A semaphore's permits (`<namespace>:{<key>}:permits`, in the lease's
-    /// slot), made when asked: only semaphores use it.
-    pub fn permits(&self) -> String {
-        self.beside_lease("permits")
-    }
-
-    /// A striped lock's segments (`<namespace>:{<key>}:segments`), as
-    /// [`permits`](Self::permits).
-    pub fn segments(&self) -> String {
-        self.beside_lease("segments")
-    }
-
-    /// A fair lock's queue (`<namespace>:{<key>}:fair`), as
-    /// [`permits`](Self::permits).
-    pub fn fair(&self) -> String {
-        self.beside_lease("fair")
-    }
-
-    /// A read-write lock's holders (`<namespace>:{<key>}:rw`), as
-    /// [`permits`](Self::permits).
-    pub fn rw(&self) -> String {
-        self.beside_lease("rw")
-    }
-
-    /// Where the locks of `claim`'s kind on the key are stored: each kind
-    /// is a lock of its own (a read-write lock's readers and writers share
-    /// one).
-    #[cfg(any(feature = "etcd", feature = "zookeeper"))]
-    pub(crate) fn of_kind(&self, claim: LockKind) -> String {
-        match claim {
-            LockKind::Fair => self.fair(),
-            LockKind::Read | LockKind::Write => self.rw(),
-            LockKind::Permit { .. } => self.permits(),
-            LockKind::Segment { .. } => self.segments(),
-            _ => self.lease().to_owned(),
-        }
-    }
-
-    fn beside_lease(&self, name: &str) -> String {
+    /// The base every stored name of the lock starts with
+    /// (`<namespace>:{<key>}`).
+    pub fn base(&self) -> &str {
         let lease = self.lease();
-        format!("{}{name}", &lease[..lease.len() - "lease".len()])
+        &lease[..lease.len() - ":lease".len()]
+    }
+
+    /// The name of the lock of `kind` on the key: each kind is a lock of
+    /// its own (a read-write lock's readers and writers share one).
+    pub fn of_kind(&self, kind: LockKind) -> String {
+        let suffix = match kind {
+            LockKind::Fair => "fair",
+            LockKind::Read | LockKind::Write => "rw",
+            LockKind::Permit { .. } => "permits",
+            LockKind::Segment { .. } => "segments",
+            _ => return self.lease().to_owned(),
+        };
+        format!("{}:{suffix}", self.base())
     }
 
     /// The lease name's hash (see [`KeyMap`]).
@@ -304,8 +249,12 @@ mod tests {
         let keys = StoredKeys::new("lock", "order:42").unwrap();
         assert_eq!(keys.user(), "order:42");
         assert_eq!(keys.lease(), "lock:{order:42}:lease");
-        assert_eq!(keys.fence(), "lock:{order:42}:fence");
-        assert_eq!(keys.channel(), "lock:{order:42}:released");
+        assert_eq!(keys.base(), "lock:{order:42}");
+        assert_eq!(keys.of_kind(LockKind::Exclusive), "lock:{order:42}:lease");
+        assert_eq!(keys.of_kind(LockKind::Fair), "lock:{order:42}:fair");
+        assert_eq!(keys.of_kind(LockKind::Write), "lock:{order:42}:rw");
+        let permit = LockKind::Permit { of: 3 };
+        assert_eq!(keys.of_kind(permit), "lock:{order:42}:permits");
     }
 
     #[test]
@@ -367,7 +316,7 @@ mod tests {
             fn two_keys_share_stored_names_only_if_equal(a in "[a{%7B}:*]{1,6}", b in "[a{%7B}:*]{1,6}") {
                 let (one, two) = (StoredKeys::new("lock", &a).unwrap(), StoredKeys::new("lock", &b).unwrap());
                 prop_assert_eq!(one.lease() == two.lease(), a == b);
-                prop_assert_eq!(one.channel() == two.channel(), a == b);
+                prop_assert_eq!(one.base() == two.base(), a == b);
             }
         }
     }

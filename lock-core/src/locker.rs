@@ -171,10 +171,6 @@ pub(crate) struct Config {
     pub(crate) replicas: Option<(usize, Duration)>,
     /// Names this Locker's owners for operators (see `LockerBuilder::label`).
     pub(crate) label: String,
-    /// Roots (PEM) a `rediss://` server's certificate is checked against
-    /// instead of the system's.
-    #[cfg(feature = "tls")]
-    pub(crate) tls_roots: Option<Arc<[u8]>>,
 }
 
 impl Default for Config {
@@ -189,8 +185,6 @@ impl Default for Config {
             timeout: DEFAULT_TIMEOUT,
             replicas: None,
             label: crate::owner::default_label(),
-            #[cfg(feature = "tls")]
-            tls_roots: None,
         }
     }
 }

@@ -38,6 +38,7 @@ pub use server::{
 };
 #[cfg(feature = "stores")]
 pub use store::{
-    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, zookeeper_client,
+    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, release_channel,
+    token_record, zookeeper_client,
 };
 pub use zookeeper::{QuorumLinks, ZooKeeperServer};

@@ -215,13 +215,7 @@ impl TestStore {
             }
             TestStore::ZooKeeper(server) => {
                 let client = zookeeper_client(server).await;
-                let kinds = [
-                    keys.lease().to_owned(),
-                    keys.fair(),
-                    keys.rw(),
-                    keys.permits(),
-                    keys.segments(),
-                ];
+                let kinds = names_of_every_kind(&keys);
                 let mut removed = 0;
                 for kind in kinds {
                     let parent = format!("/{}", kind.replace('/', "%2F"));
@@ -240,13 +234,7 @@ impl TestStore {
             }
             TestStore::Etcd(member) => {
                 let mut client = etcd_client(member).await;
-                let kinds = [
-                    keys.lease().to_owned(),
-                    keys.fair(),
-                    keys.rw(),
-                    keys.permits(),
-                    keys.segments(),
-                ];
+                let kinds = names_of_every_kind(&keys);
                 let mut removed = 0;
                 for kind in kinds {
                     let prefix = etcd_client::DeleteOptions::new().with_prefix();
@@ -256,7 +244,7 @@ impl TestStore {
                 assert!(removed >= 1, "no lease to delete");
             }
             _ => {
-                let kinds = [keys.fair(), keys.rw(), keys.permits(), keys.segments()];
+                let [_, kinds @ ..] = names_of_every_kind(&keys);
                 let mut removed = 0;
                 for server in self.servers() {
                     let mut conn = server.connection().await;
@@ -511,6 +499,29 @@ impl Backend for Counting {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+}
+
+/// The stored name of every kind of lock on one key, the plain lock's first.
+fn names_of_every_kind(keys: &StoredKeys) -> [String; 5] {
+    [
+        LockKind::Exclusive,
+        LockKind::Fair,
+        LockKind::Write,
+        LockKind::Permit { of: 1 },
+        LockKind::Segment { of: 1 },
+    ]
+    .map(|kind| keys.of_kind(kind))
+}
+
+/// Redis's token record of a lock (`<base>:fence`, as lock-core's
+/// `backend/redis/keys.rs` lays it out).
+pub fn token_record(keys: &StoredKeys) -> String {
+    format!("{}:fence", keys.base())
+}
+
+/// Redis's release channel of a lock (`<base>:released`).
+pub fn release_channel(keys: &StoredKeys) -> String {
+    format!("{}:released", keys.base())
 }
 
 /// Asserts that `result` is a lost-lease error.

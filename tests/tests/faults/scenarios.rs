@@ -5,7 +5,9 @@ use std::time::Duration;
 use lock_core::fence::RedisFence;
 use lock_core::{LockError, Locker};
 use lock_testkit::history::now_ms;
-use lock_testkit::{DelayProxy, RedisServer, all_keys, command_calls};
+use lock_testkit::{
+    DelayProxy, RedisServer, all_keys, command_calls, release_channel, token_record,
+};
 use proptest::prelude::*;
 use tokio::time::Instant;
 
@@ -621,7 +623,7 @@ proptest! {
         let kb = locker.stored_keys(&b).unwrap();
         let tag = |name: &str| name.split_once('{').unwrap().1.split_once('}').unwrap().0.to_owned();
         let bound = "lock:{}:released".len() + 3 * lock_core::MAX_KEY_LEN;
-        for name in [ka.lease(), ka.fence(), ka.channel()] {
+        for name in [ka.lease(), &token_record(&ka), &release_channel(&ka)] {
             prop_assert!(name.len() <= bound, "{} bytes", name.len());
             prop_assert_eq!(name.matches('{').count(), 1);
             prop_assert_eq!(name.matches('}').count(), 1);

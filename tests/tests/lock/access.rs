@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lock_core::fence::RedisFence;
 use lock_core::{LockError, Locker};
-use lock_testkit::{ClusterSet, RedisServer};
+use lock_testkit::{ClusterSet, RedisServer, release_channel};
 
 /// The store guide's rule for the user of a Locker in namespace `lock`, after
 /// `on >password`.
@@ -168,7 +168,7 @@ async fn every_kind_of_lock_runs_as_a_least_privilege_acl_user_on_a_cluster() {
     // The waiter's shard subscription went with it (SUNSUBSCRIBE allowed).
     let keys = a.stored_keys("order:1").unwrap();
     let master = cluster.master_of(keys.lease()).await;
-    crate::cluster::shard_subscribers_reach(master, keys.channel(), 0).await;
+    crate::cluster::shard_subscribers_reach(master, &release_channel(&keys), 0).await;
     let lease = a.stored_keys("order:2").unwrap().lease().to_owned();
     cluster.replica_of(&lease).await;
     let confirmed = Locker::builder()

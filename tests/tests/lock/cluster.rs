@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use lock_core::{LockError, Locker};
-use lock_testkit::{ClusterSet, RedisServer};
+use lock_testkit::{ClusterSet, RedisServer, release_channel};
 use tokio::time::Instant;
 
 use crate::conformance::SLACK;
@@ -129,7 +129,7 @@ async fn a_slot_moving_under_a_held_lock_keeps_it_and_its_waiter() {
     assert_ne!(new, old);
     // The old node let the channel go with the slot: the waiter listens
     // on the new one.
-    let channel = locker.stored_keys("order:7").unwrap().channel().to_owned();
+    let channel = release_channel(&locker.stored_keys("order:7").unwrap());
     shard_subscribers_reach(cluster.node(new), &channel, 1).await;
     assert!(
         other.try_lock("order:7").await.unwrap().is_none(),
@@ -174,12 +174,12 @@ async fn waiters_are_woken_through_the_shard_channel() {
         let guard = waiter.lock("order:42").wait(Duration::from_secs(60)).await;
         (guard, Instant::now())
     });
-    shard_subscribers_reach(master, keys.channel(), 1).await;
+    shard_subscribers_reach(master, &release_channel(&keys), 1).await;
     for node in cluster.nodes() {
         let mut conn = node.connection().await;
         let plain: (String, usize) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
-            .arg(keys.channel())
+            .arg(release_channel(&keys))
             .query_async(&mut conn)
             .await
             .unwrap();

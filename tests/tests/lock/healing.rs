@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lock_core::backend::RedisBackend;
 use lock_core::{LockError, Locker};
-use lock_testkit::{Counting, DelayProxy, RedisServer, command_calls};
+use lock_testkit::{Counting, DelayProxy, RedisServer, command_calls, release_channel};
 use tokio::time::Instant;
 
 use crate::redis_only::subscribers;
@@ -113,7 +113,7 @@ async fn cut_connections_heal_unseen_by_holder_and_waiter() {
     let task = tokio::spawn(async move { waiter.lock("cut").wait(Duration::from_secs(20)).await });
     let channel = holder.stored_keys("cut").unwrap();
     let mut admin = server.connection().await;
-    while subscribers(&mut admin, channel.channel()).await == 0 {
+    while subscribers(&mut admin, &release_channel(&channel)).await == 0 {
         // Server-side state has no event to await: poll it.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -291,7 +291,7 @@ async fn waiting_through(
     let channel = waiter.stored_keys(key).unwrap();
     let task = tokio::spawn(async move { waiter.lock(key).wait(wait).await });
     let mut admin = server.connection().await;
-    while subscribers(&mut admin, channel.channel()).await == 0 {
+    while subscribers(&mut admin, &release_channel(&channel)).await == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     task

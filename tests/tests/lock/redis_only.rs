@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use lock_core::backend::StoredKeys;
 use lock_core::{FencingToken, LockError, Locker};
-use lock_testkit::{RedisServer, all_keys, assert_lost, command_calls, lasting_keys};
+use lock_testkit::{
+    RedisServer, all_keys, assert_lost, command_calls, lasting_keys, release_channel, token_record,
+};
 
 use redis::AsyncCommands;
 use tokio::time::Instant;
@@ -282,7 +284,7 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     assert!(third.token() > second_token);
     third.release().await.unwrap();
     // The record lives only until the clock passes the newest token.
-    let pttl: i64 = conn.pttl(keys.fence()).await.unwrap();
+    let pttl: i64 = conn.pttl(token_record(&keys)).await.unwrap();
     assert!((1..=3_100).contains(&pttl), "token record PTTL {pttl} ms");
 }
 
@@ -498,7 +500,7 @@ async fn only_a_release_that_someone_waits_for_is_published() {
     // The waiter has subscribed and then found the lease held, marking it.
     loop {
         let value: String = conn.get(keys.lease()).await.unwrap();
-        if subscribers(&mut conn, keys.channel()).await > 0 && value.ends_with("|w") {
+        if subscribers(&mut conn, &release_channel(&keys)).await > 0 && value.ends_with("|w") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -593,7 +595,7 @@ async fn stored_keys_share_one_slot_and_never_collide() {
     for input in inputs {
         let keys = locker.stored_keys(input).unwrap();
         let mut slots = Vec::new();
-        for name in [keys.lease(), keys.fence(), keys.channel()] {
+        for name in [keys.lease(), &token_record(&keys), &release_channel(&keys)] {
             let slot: u16 = redis::cmd("CLUSTER")
                 .arg("KEYSLOT")
                 .arg(name)
@@ -668,7 +670,7 @@ async fn waiters_survive_a_dropped_subscription_connection() {
     let mut conn = server.connection().await;
     loop {
         let channel = holder.stored_keys("resub").unwrap();
-        if subscribers(&mut conn, channel.channel()).await > 0 {
+        if subscribers(&mut conn, &release_channel(&channel)).await > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -840,14 +842,15 @@ async fn values_of_another_format_are_named_and_left_alone() {
     let server = RedisServer::start();
     let locker = locker(&server).await;
     let mut conn = server.connection().await;
-    let plant = |key: &str, name: fn(&StoredKeys) -> &str, value: &str| {
+    let lease = |keys: &StoredKeys| keys.lease().to_owned();
+    let plant = |key: &str, name: fn(&StoredKeys) -> String, value: &str| {
         let keys = locker.stored_keys(key).unwrap();
-        (name(&keys).to_owned(), value.to_owned())
+        (name(&keys), value.to_owned())
     };
     let cases = [
-        (plant("newer", StoredKeys::lease, "2|them:1:1|123"), 2),
-        (plant("older", StoredKeys::lease, "d1f0:77:5|123"), 0),
-        (plant("fence", StoredKeys::fence, "3|99"), 3),
+        (plant("newer", lease, "2|them:1:1|123"), 2),
+        (plant("older", lease, "d1f0:77:5|123"), 0),
+        (plant("fence", token_record, "3|99"), 3),
     ];
     for ((name, value), _) in &cases {
         let _: () = conn.set_ex(name, value, 30).await.unwrap();
@@ -873,7 +876,7 @@ async fn values_of_another_format_are_named_and_left_alone() {
     // Acquires sharing script calls (more at once than calls in flight):
     // only those of planted keys fail.
     for i in (0..64).step_by(4) {
-        let (name, value) = plant(&format!("newer:{i}"), StoredKeys::lease, "2|them:1:1|123");
+        let (name, value) = plant(&format!("newer:{i}"), lease, "2|them:1:1|123");
         let _: () = conn.set_ex(name, value, 30).await.unwrap();
     }
     let tasks: Vec<_> = (0..64)
@@ -941,7 +944,7 @@ async fn record_a_leading_token(
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     let lead = secs * 1_000_000 + micros + 3_000_000;
     let _: () = conn
-        .set_ex(keys.fence(), format!("1|{lead}"), 4)
+        .set_ex(token_record(keys), format!("1|{lead}"), 4)
         .await
         .unwrap();
     lead

@@ -20,6 +20,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
 
+use super::keys::{channel, fence};
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
 use super::{Publish, Sent, lock_invocation, within};
 use crate::keys::StoredKeys;
@@ -53,7 +54,7 @@ impl Operation {
             Operation::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
             Operation::Renew(ttl_ms) => lock_invocation(&RENEW_SCRIPT, keys, owner, ttl_ms),
             Operation::Release(publish) => {
-                let mut call = lock_invocation(&RELEASE_SCRIPT, keys, owner, keys.channel());
+                let mut call = lock_invocation(&RELEASE_SCRIPT, keys, owner, channel(keys));
                 call.arg(publish.command());
                 call
             }
@@ -243,14 +244,14 @@ fn invocation(batch: &[Queued]) -> redis::ScriptInvocation<'static> {
     }
     let mut invocation = BATCH_SCRIPT.prepare_invoke();
     for queued in batch {
-        invocation.key(queued.keys.lease()).key(queued.keys.fence());
+        invocation.key(queued.keys.lease()).key(fence(&queued.keys));
         match queued.operation {
             Operation::Acquire(ttl_ms) => invocation.arg("a").arg(&*queued.owner).arg(ttl_ms),
             Operation::Renew(ttl_ms) => invocation.arg("n").arg(&*queued.owner).arg(ttl_ms),
             Operation::Release(_) => invocation
                 .arg("r")
                 .arg(&*queued.owner)
-                .arg(queued.keys.channel()),
+                .arg(channel(&queued.keys)),
         };
     }
     invocation

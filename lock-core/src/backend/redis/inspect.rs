@@ -7,6 +7,7 @@ use std::time::Duration;
 use redis::Value;
 use redis::aio::ConnectionLike;
 
+use super::keys::{channel, fence};
 use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, once};
@@ -22,10 +23,10 @@ const SCAN_COUNT: usize = 1000;
 /// A script call on the key's five kinds of stored names (and `extra`).
 fn on_every_kind<'s>(script: &'s redis::Script, keys: &StoredKeys) -> redis::ScriptInvocation<'s> {
     let mut call = script.key(keys.lease());
-    call.key(keys.fair())
-        .key(keys.rw())
-        .key(keys.permits())
-        .key(keys.segments());
+    call.key(keys.of_kind(LockKind::Fair))
+        .key(keys.of_kind(LockKind::Read))
+        .key(keys.of_kind(LockKind::Permit { of: 1 }))
+        .key(keys.of_kind(LockKind::Segment { of: 1 }));
     call
 }
 
@@ -92,8 +93,8 @@ where
 
     async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let mut call = on_every_kind(&FORCE_RELEASE_SCRIPT, keys);
-        call.key(keys.fence())
-            .arg(keys.channel())
+        call.key(fence(keys))
+            .arg(channel(keys))
             .arg(self.publish.command());
         let sent = self.script::<usize>(&call).await?;
         Ok(sent.reply)

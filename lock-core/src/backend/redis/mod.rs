@@ -6,6 +6,7 @@ mod connect;
 mod connection;
 mod errors;
 mod inspect;
+mod keys;
 mod pubsub;
 mod raise_token;
 mod replies;
@@ -23,6 +24,7 @@ use redis::aio::ConnectionLike;
 
 use self::batch::{Batcher, Operation};
 use self::connection::Endpoint;
+use self::keys::{channel, fence};
 pub use self::connection::RedisConnection;
 use self::pubsub::Hub;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
@@ -161,7 +163,7 @@ fn lock_invocation<'s>(
     extra: impl redis::ToRedisArgs,
 ) -> redis::ScriptInvocation<'s> {
     let mut invocation = script.key(keys.lease());
-    invocation.key(keys.fence()).arg(owner).arg(extra);
+    invocation.key(fence(keys)).arg(owner).arg(extra);
     invocation
 }
 
@@ -175,19 +177,9 @@ fn renew_invocation(
     if claim == LockKind::Exclusive {
         return Operation::Renew(millis(ttl)).invocation(keys, owner);
     }
-    let mut call = ENTRY_RENEW_SCRIPT.key(entries(keys, claim));
+    let mut call = ENTRY_RENEW_SCRIPT.key(keys.of_kind(claim));
     call.arg(owner).arg(millis(ttl));
     call
-}
-
-/// The hash the leases of `claim` (other than exclusive) live in.
-fn entries(keys: &StoredKeys, claim: LockKind) -> String {
-    match claim {
-        LockKind::Segment { .. } => keys.segments(),
-        LockKind::Fair => keys.fair(),
-        LockKind::Read | LockKind::Write => keys.rw(),
-        _ => keys.permits(),
-    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -220,8 +212,8 @@ where
                     LockKind::Permit { .. } => ("permits", "t"),
                     _ => ("segments", "s"),
                 };
-                let mut call = PERMIT_ACQUIRE_SCRIPT.key(entries(keys, claim));
-                call.key(keys.fence()).key(keys.lease());
+                let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.of_kind(claim));
+                call.key(fence(keys)).key(keys.lease());
                 call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
                 let reply = self.script(&call).await?.reply;
                 return shared_outcome(reply, ttl, what, of);
@@ -231,8 +223,8 @@ where
                     LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
                     _ => &RW_ACQUIRE_SCRIPT,
                 };
-                let mut call = script.key(entries(keys, claim));
-                call.key(keys.fence()).key(keys.lease());
+                let mut call = script.key(keys.of_kind(claim));
+                call.key(fence(keys)).key(keys.lease());
                 call.arg(owner).arg(millis(ttl));
                 if claim != LockKind::Fair {
                     call.arg(if claim == LockKind::Write { "w" } else { "r" });
@@ -279,8 +271,8 @@ where
                 self.lock_operation(release, keys, owner).await?
             }
             LockKind::Permit { .. } | LockKind::Segment { .. } => {
-                let mut call = PERMIT_RELEASE_SCRIPT.key(entries(keys, claim));
-                call.key(keys.fence()).arg(owner).arg(keys.channel());
+                let mut call = PERMIT_RELEASE_SCRIPT.key(keys.of_kind(claim));
+                call.key(fence(keys)).arg(owner).arg(channel(keys));
                 call.arg(self.publish.command());
                 self.script(&call).await?
             }
@@ -289,8 +281,8 @@ where
                     LockKind::Fair => &FAIR_RELEASE_SCRIPT,
                     _ => &RW_RELEASE_SCRIPT,
                 };
-                let mut call = script.key(entries(keys, other));
-                call.arg(owner).arg(keys.channel());
+                let mut call = script.key(keys.of_kind(other));
+                call.arg(owner).arg(channel(keys));
                 call.arg(self.publish.command());
                 self.script(&call).await?
             }
@@ -322,8 +314,8 @@ where
         ticket: Option<&'a str>,
     ) -> Result<ReleaseSignal, StoreError> {
         match (&self.hub, ticket) {
-            (Some(hub), Some(owner)) => hub.subscribe(&format!("{}:{owner}", keys.channel())).await,
-            (Some(hub), None) => hub.subscribe(keys.channel()).await,
+            (Some(hub), Some(owner)) => hub.subscribe(&format!("{}:{owner}", channel(keys))).await,
+            (Some(hub), None) => hub.subscribe(&channel(keys).to_string()).await,
             (None, _) => Err(StoreError::permanent(
                 "no pub/sub client configured; waiting falls back on the lease TTL",
             )),

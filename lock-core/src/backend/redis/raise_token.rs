@@ -3,6 +3,7 @@
 
 use redis::aio::ConnectionLike;
 
+use super::keys::fence;
 use super::RedisBackend;
 use super::replies::other_format;
 use super::scripts::RAISE_SCRIPT;
@@ -24,7 +25,7 @@ where
         token: FencingToken,
     ) -> Result<bool, StoreError> {
         let mut call = RAISE_SCRIPT.key(keys.lease());
-        call.key(keys.fence()).arg(owner).arg(token.get());
+        call.key(fence(keys)).arg(owner).arg(token.get());
         let reply: redis::Value = self.script(&call).await?.reply;
         if let Some(err) = other_format(&reply) {
             return Err(err);
