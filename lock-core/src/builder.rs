@@ -110,9 +110,9 @@ impl LockerBuilder {
         self
     }
 
-    /// Bound on tasks of this process waiting in one key's local line
+    /// Bound on tasks of this process waiting in one key's local queue
     /// (default 100 000; a key's plain lock, reads, writes, semaphore and
-    /// striped lock each have a line); past it, acquires fail at once with
+    /// striped lock each have a queue); past it, acquires fail at once with
     /// [`LockError::TooManyWaiters`].
     pub fn max_waiters_per_key(mut self, max: usize) -> Self {
         self.config.max_waiters_per_key = max;

@@ -269,8 +269,8 @@ impl LockerBuilder {
     /// URLs; one reachable node is enough) belong to, as
     /// `redis+cluster://host:port,host:port` does with
     /// [`redis`](Self::redis). Every kind of lock runs on it (a lock's keys
-    /// share one slot), and so does [`replicas`](Self::replicas) (`WAIT` on
-    /// the slot's master). Waiters listen on the shard channel of their
+    /// share one front), and so does [`replicas`](Self::replicas) (`WAIT` on
+    /// the front's master). Waiters listen on the shard channel of their
     /// lock (`SSUBSCRIBE`, Redis 7 or newer).
     ///
     /// ```no_run

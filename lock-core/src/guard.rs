@@ -237,8 +237,8 @@ impl Drop for LockGuard {
     }
 }
 
-/// Releases `lease` on the current runtime, keeping its local turn until
-/// the store has answered; without a runtime the turn is freed now and the
+/// Releases `lease` on the current runtime, keeping its place at the front until
+/// the store has answered; without a runtime the front is freed now and the
 /// lease runs out at its TTL.
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();

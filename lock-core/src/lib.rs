@@ -82,7 +82,7 @@
 //!   [`RedLockBackend`](backend::RedLockBackend) (a majority of independent
 //!   masters) and [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
-//!   process queue locally FIFO and only the head contends at the store;
+//!   process queue locally FIFO and only the front contends at the store;
 //!   fair requests each take their own ticket in the store at once.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].
 //! - Operators: [`Locker::inspect`] (who holds a key, with which token,
@@ -111,7 +111,7 @@ mod inspect;
 mod keys;
 mod kind;
 mod lease;
-mod line;
+mod local_queue;
 mod locker;
 mod multi;
 mod operators;

@@ -1,5 +1,5 @@
 //! [`Locker`]: a store plus defaults, and what its requests share: the
-//! local lines, the fair places and the watchdogs. The requests it makes
+//! local queues, the fair places and the watchdogs. The requests it makes
 //! are in `request.rs` and `multi.rs`, its constructors in `connect.rs`.
 
 use std::fmt;
@@ -11,7 +11,7 @@ use crate::backend::{Backend, LockKind};
 use crate::error::LockError;
 use crate::keys::StoredKeys;
 use crate::lease::watchdog::Watchdogs;
-use crate::line::Lines;
+use crate::local_queue::LocalQueues;
 use crate::owner::OwnerPrefix;
 use crate::places::Places;
 
@@ -32,7 +32,7 @@ static NEXT_LOCKER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A handle on one lock store plus defaults; cheap to clone (an `Arc`
 /// inside), `Send + Sync`. Clones share the store connection, the
-/// pub/sub connection and the process-local wait lines.
+/// pub/sub connection and the process-local wait queues.
 ///
 /// ```
 /// use lock_core::Locker;
@@ -63,13 +63,13 @@ struct LockerInner {
     config: Config,
     /// The start of every owner value this Locker makes.
     owner_prefix: OwnerPrefix,
-    lines: Arc<Lines>,
-    kind_lines: KindLines,
-    /// The fair requests, which take no turn: each asks the store at once.
+    queues: Arc<LocalQueues>,
+    kind_queues: KindQueues,
+    /// The fair requests, which do not queue locally: each asks the store at once.
     fair: Arc<Places>,
-    /// The turn to make a fair request's first try (one at a time per key,
+    /// The front to make a fair request's first try (one at a time per key,
     /// in call order), given up once it is answered.
-    fair_sends: Arc<Lines>,
+    fair_sends: Arc<LocalQueues>,
     watchdogs: Watchdogs,
 }
 
@@ -93,33 +93,33 @@ impl Locker {
         &self.inner.owner_prefix
     }
 
-    /// The local lines of the plain lock.
-    pub(crate) fn plain_lines(&self) -> &Arc<Lines> {
-        &self.inner.lines
+    /// The local queues of the plain lock.
+    pub(crate) fn plain_queues(&self) -> &Arc<LocalQueues> {
+        &self.inner.queues
     }
 
-    /// The local lines that `kind` waits in (a fair request waits in none:
+    /// The local queues that `kind` waits in (a fair request waits in none:
     /// see [`fair_places`](Self::fair_places)).
-    pub(crate) fn lines_of(&self, kind: LockKind) -> &Arc<Lines> {
-        let lines = &self.inner.kind_lines;
+    pub(crate) fn queues_of(&self, kind: LockKind) -> &Arc<LocalQueues> {
+        let queues = &self.inner.kind_queues;
         match kind {
-            LockKind::Read => &lines.read,
-            LockKind::Write => &lines.write,
-            LockKind::Permit { .. } => &lines.permits,
-            LockKind::Segment { .. } => &lines.segments,
-            _ => &self.inner.lines,
+            LockKind::Read => &queues.read,
+            LockKind::Write => &queues.write,
+            LockKind::Permit { .. } => &queues.permits,
+            LockKind::Segment { .. } => &queues.segments,
+            _ => &self.inner.queues,
         }
     }
 
-    /// The places of the fair requests, which take no turn: each asks the
+    /// The places of the fair requests, which do not queue locally: each asks the
     /// store at once.
     pub(crate) fn fair_places(&self) -> &Arc<Places> {
         &self.inner.fair
     }
 
-    /// The turn to make a fair request's first try (one at a time per key,
+    /// The front to make a fair request's first try (one at a time per key,
     /// in call order), given up once it is answered.
-    pub(crate) fn fair_sends(&self) -> &Arc<Lines> {
+    pub(crate) fn fair_sends(&self) -> &Arc<LocalQueues> {
         &self.inner.fair_sends
     }
 
@@ -128,32 +128,32 @@ impl Locker {
     }
 }
 
-/// The local lines of the kinds of lock other than the plain and the fair
+/// The local queues of the kinds of lock other than the plain and the fair
 /// lock, one per kind (reads and writes apart, so that a writer is not held
 /// back in its process behind a waiting reader). In each, one
-/// task at a time asks the store and hands the turn on once granted, so
+/// task at a time asks the store and hands the front on once granted, so
 /// that the next asks at once: readers share; a writer behind another (or
 /// behind a reader) of its own Locker marks the key in the store for
 /// itself, and readers of other Lockers do not pass it.
-struct KindLines {
-    read: Arc<Lines>,
-    write: Arc<Lines>,
-    permits: Arc<Lines>,
-    segments: Arc<Lines>,
+struct KindQueues {
+    read: Arc<LocalQueues>,
+    write: Arc<LocalQueues>,
+    permits: Arc<LocalQueues>,
+    segments: Arc<LocalQueues>,
 }
 
-impl KindLines {
+impl KindQueues {
     fn new(max_waiters_per_key: usize) -> Self {
-        let line = || Lines::new(max_waiters_per_key);
-        KindLines {
-            read: line(),
-            write: line(),
-            permits: line(),
-            segments: line(),
+        let queue = || LocalQueues::new(max_waiters_per_key);
+        KindQueues {
+            read: queue(),
+            write: queue(),
+            permits: queue(),
+            segments: queue(),
         }
     }
 
-    fn all(&self) -> impl Iterator<Item = &Arc<Lines>> {
+    fn all(&self) -> impl Iterator<Item = &Arc<LocalQueues>> {
         [&self.read, &self.write, &self.permits, &self.segments].into_iter()
     }
 }
@@ -194,10 +194,10 @@ impl Locker {
         Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
-                lines: Lines::new(config.max_waiters_per_key),
-                kind_lines: KindLines::new(config.max_waiters_per_key),
+                queues: LocalQueues::new(config.max_waiters_per_key),
+                kind_queues: KindQueues::new(config.max_waiters_per_key),
                 fair: Places::new(config.max_waiters_per_key),
-                fair_sends: Lines::new(config.max_waiters_per_key),
+                fair_sends: LocalQueues::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
                 owner_prefix: OwnerPrefix::new(&config.label),
                 backend,
@@ -240,13 +240,13 @@ impl Locker {
         StoredKeys::new(&self.inner.config.namespace, key)
     }
 
-    /// Tasks of this Locker waiting in the local line for `key` behind the
+    /// Tasks of this Locker waiting in the local queue for `key` behind the
     /// one that holds or is taking it (for load shedding and metrics).
     pub fn local_waiters(&self, key: &str) -> usize {
         match StoredKeys::new(&self.inner.config.namespace, key) {
             Ok(keys) => {
-                let shared = self.inner.kind_lines.all().map(|l| l.waiting(&keys));
-                self.inner.lines.waiting(&keys)
+                let shared = self.inner.kind_queues.all().map(|l| l.waiting(&keys));
+                self.inner.queues.waiting(&keys)
                     + shared.sum::<usize>()
                     + self.inner.fair.waiting(&keys)
                     + self.inner.fair_sends.waiting(&keys)
@@ -255,14 +255,14 @@ impl Locker {
         }
     }
 
-    /// Number of local lines open: one per key whose plain lock a task of
+    /// Number of local queues open: one per key whose plain lock a task of
     /// this Locker holds or waits for, one per key and kind a task waits
     /// for (reads, writes, permits, segments), and one per key with fair
     /// requests.
     #[cfg(any(test, feature = "test-util"))]
-    pub fn local_lines(&self) -> usize {
-        let shared: usize = self.inner.kind_lines.all().map(|l| l.open_lines()).sum();
-        self.inner.lines.open_lines() + shared + self.inner.fair.open()
+    pub fn local_queues(&self) -> usize {
+        let shared: usize = self.inner.kind_queues.all().map(|l| l.open_queues()).sum();
+        self.inner.queues.open_queues() + shared + self.inner.fair.open()
     }
 }
 

@@ -2,13 +2,13 @@
 //!
 //! A fair request takes its ticket in the store as soon as it starts
 //! waiting, so that the store's queue orders it among every process's
-//! requests by when it was made. A process-local line in front of the store
-//! would hold it back until its local turn, behind requests that other
+//! requests by when it was made. A process-local queue in front of the store
+//! would hold it back until its place at the front, behind requests that other
 //! processes made after it. So a Locker's fair requests wait side by side,
 //! each with its own ticket. Here they are counted, to bound how many wait
-//! at once on one key (as the local line bounds the other kinds). Their
+//! at once on one key (as the local queue bounds the other kinds). Their
 //! first sends still go one at a time per key, in call order, through a
-//! local line of their own (`LockerInner::fair_sends`).
+//! local queue of their own (`LockerInner::fair_sends`).
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl Places {
     }
 
     /// Requests on `keys` beyond the first (the one holding or first to
-    /// take it, as the local line counts its waiters).
+    /// take it, as the local queue counts its waiters).
     pub(crate) fn waiting(&self, keys: &StoredKeys) -> usize {
         let places = self.map.lock_keys(keys);
         places.get(keys).map_or(0, |taken| taken.saturating_sub(1))

@@ -1,8 +1,8 @@
 //! The acquisition path: from a checked request to a [`LockGuard`], through
-//! the task's scope (a reentrant lock), the process-local line and the
+//! the task's scope (a reentrant lock), the process-local queue and the
 //! store.
 //!
-//! Waiting does not poll: the head of the process-local line subscribes to
+//! Waiting does not poll: the front of the process-local queue subscribes to
 //! the lock's release channel, retries (so a release between the first try
 //! and the subscription is not missed), then sleeps until a release
 //! message, the holder's remaining TTL or its own deadline. A transient
@@ -24,7 +24,7 @@ use crate::guard::LockGuard;
 use crate::keys::StoredKeys;
 use crate::lease::watchdog;
 use crate::lease::{LeaseParts, LeaseState, Status};
-use crate::line::{HeldTurn, Lines, NoTurn, Turn};
+use crate::local_queue::{Front, HeldFront, LocalQueues, NoFront};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
 use crate::places::Place;
@@ -49,16 +49,16 @@ pub(crate) struct Acquisition {
 pub(crate) enum Next {
     /// Done without waiting.
     Done(Result<LockGuard, LockError>),
-    /// To take its place in the local line, then work the store.
-    Line(Acquisition),
-    /// At the head of the local line, to work the store.
-    Head(Acquisition, Head),
+    /// To take its place in the local queue, then work the store.
+    Queue(Acquisition),
+    /// At the front of the local queue, to work the store.
+    Front(Acquisition, AtFront),
 }
 
-/// An acquisition at the head of its local line, or a fair one with its
+/// An acquisition at the front of its local queue, or a fair one with its
 /// place.
-pub(crate) struct Head {
-    turn: Local,
+pub(crate) struct AtFront {
+    front: Local,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// `Some(remaining)` if the store already answered that another owner
@@ -68,14 +68,14 @@ pub(crate) struct Head {
 
 /// What a request holds in its process while it works the store.
 enum Local {
-    /// The turn of its local line.
-    Turn(Turn),
+    /// The front of its local queue.
+    Front(Front),
     /// A fair request's place: it waits beside this Locker's other fair
     /// requests, each with its own ticket in the store; `first_send` is its
-    /// turn to make its first try, given up once that is answered.
+    /// front to make its first try, given up once that is answered.
     Place {
         place: Place,
-        first_send: Option<Turn>,
+        first_send: Option<Front>,
     },
 }
 
@@ -84,7 +84,7 @@ enum Local {
 struct Taken {
     owner: Owner,
     grant: Grant,
-    turn: HeldTurn,
+    front: HeldFront,
     /// When the request that took it was sent: the lease counts from here.
     sent: Instant,
 }
@@ -92,7 +92,7 @@ struct Taken {
 impl Acquisition {
     /// What can be done at once, without a task's worth of state: the
     /// scope (a reentrant lock) and, on a store that answers in place (the
-    /// memory backend), the local line and one try at the store.
+    /// memory backend), the local queue and one try at the store.
     // A fast path for the uncontended in-process lock: it pays
     // (`layer_instructions`, bench/README.md).
     pub(crate) fn first_step(self) -> Next {
@@ -103,10 +103,10 @@ impl Acquisition {
         // A claim that may queue leaves a ticket to keep: the general path.
         let plain = self.claim == LockKind::Exclusive;
         if !plain || !locker.backend().answers_in_place() || locker.config().replicas.is_some() {
-            return Next::Line(self);
+            return Next::Queue(self);
         }
-        let Ok(first) = locker.plain_lines().try_enter(&self.keys) else {
-            return Next::Line(self);
+        let Ok(first) = locker.plain_queues().try_enter(&self.keys) else {
+            return Next::Queue(self);
         };
         let started = Instant::now();
         let owner = owner::next(locker.owner_prefix());
@@ -117,13 +117,13 @@ impl Acquisition {
             .ok();
         let held = match answer {
             Some(Ok(Attempt::Acquired(grant))) => {
-                let turn = first.into_held();
+                let front = first.into_held();
                 tracing::debug!(key = %self.keys.user(), token = %grant.token, "lock acquired");
                 telemetry::acquired_at_once();
                 let taken = Taken {
                     owner,
                     grant,
-                    turn,
+                    front,
                     sent: started,
                 };
                 return Next::Done(Ok(self.hold(taken)));
@@ -133,11 +133,11 @@ impl Acquisition {
             // error): the general path asks again.
             _ => None,
         };
-        let turn = Local::Turn(first.owned());
-        Next::Head(
+        let front = Local::Front(first.owned());
+        Next::Front(
             self,
-            Head {
-                turn,
+            AtFront {
+                front,
                 started,
                 held,
             },
@@ -169,23 +169,23 @@ impl Acquisition {
         })
     }
 
-    /// Takes its turn in the local line for the key (waiting if another task
+    /// Takes the front in the local queue for the key (waiting if another task
     /// of this process has it), then works the store.
-    pub(crate) async fn line_up(self) -> Result<LockGuard, LockError> {
+    pub(crate) async fn queue_up(self) -> Result<LockGuard, LockError> {
         let locker = &self.locker;
         let started = Instant::now();
         if self.claim == LockKind::Fair {
             // Served in the order requests reached the store: each takes its
-            // ticket now, not when a local turn would come. Its first try
-            // waits for its turn to send, so the store queues this process's
+            // ticket now, not when a local front would come. Its first try
+            // waits for the front to send, so the store queues this process's
             // requests in call order.
-            let first_send = self.take_turn(locker.fair_sends(), started).await?;
+            let first_send = self.take_front(locker.fair_sends(), started).await?;
             let place = locker
                 .fair_places()
                 .take(&self.keys)
                 .ok_or_else(|| self.too_many())?;
-            let head = Head {
-                turn: Local::Place {
+            let head = AtFront {
+                front: Local::Place {
                     place,
                     first_send: Some(first_send),
                 },
@@ -194,32 +194,38 @@ impl Acquisition {
             };
             return self.contend(head).await;
         }
-        // Every kind has lines of its own (see `KindLines`): one task at a
+        // Every kind has queues of its own (see `KindQueues`): one task at a
         // time asks the store.
-        let turn = self.take_turn(locker.lines_of(self.claim), started).await?;
-        let head = Head {
-            turn: Local::Turn(turn),
+        let front = self
+            .take_front(locker.queues_of(self.claim), started)
+            .await?;
+        let head = AtFront {
+            front: Local::Front(front),
             started,
             held: None,
         };
         self.contend(head).await
     }
 
-    /// The turn for the key in `lines`, waiting in line (FIFO) until the
+    /// The front for the key in `queues`, waiting in queue (FIFO) until the
     /// request's deadline.
-    async fn take_turn(&self, lines: &Arc<Lines>, started: Instant) -> Result<Turn, LockError> {
-        let turn = match lines.try_enter(&self.keys) {
+    async fn take_front(
+        &self,
+        queues: &Arc<LocalQueues>,
+        started: Instant,
+    ) -> Result<Front, LockError> {
+        let front = match queues.try_enter(&self.keys) {
             Ok(first) => Ok(first.owned()),
-            Err(NoTurn::Busy) if !self.wait.is_zero() => {
-                // Waiting in line is the cold path: boxed, so that the
+            Err(NoFront::Busy) if !self.wait.is_zero() => {
+                // Waiting in queue is the cold path: boxed, so that the
                 // future of an uncontended lock stays small.
-                Box::pin(lines.enter(&self.keys, started + self.wait)).await
+                Box::pin(queues.enter(&self.keys, started + self.wait)).await
             }
             Err(no) => Err(no),
         };
-        turn.map_err(|no| match no {
-            NoTurn::Busy | NoTurn::TimedOut => self.timeout_error(started, None),
-            NoTurn::Full => self.too_many(),
+        front.map_err(|no| match no {
+            NoFront::Busy | NoFront::TimedOut => self.timeout_error(started, None),
+            NoFront::Full => self.too_many(),
         })
     }
 
@@ -230,11 +236,11 @@ impl Acquisition {
         }
     }
 
-    /// Holds its turn in the local line and works the store until the lease is ours or
+    /// Holds the front in the local queue and works the store until the lease is ours or
     /// the deadline passes.
-    pub(crate) async fn contend(self, head: Head) -> Result<LockGuard, LockError> {
-        let Head {
-            mut turn,
+    pub(crate) async fn contend(self, head: AtFront) -> Result<LockGuard, LockError> {
+        let AtFront {
+            mut front,
             started,
             mut held,
         } = head;
@@ -266,7 +272,7 @@ impl Acquisition {
                     attempt
                 }
             };
-            if let Local::Place { first_send, .. } = &mut turn {
+            if let Local::Place { first_send, .. } = &mut front {
                 // Answered: the next fair request of this process may ask.
                 first_send.take();
             }
@@ -286,23 +292,23 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let turn = match turn {
-                        Local::Place { place, .. } => HeldTurn::Placed(place),
-                        Local::Turn(turn) if self.claim == LockKind::Exclusive => {
-                            HeldTurn::Owned(turn)
+                    let front = match front {
+                        Local::Place { place, .. } => HeldFront::Placed(place),
+                        Local::Front(front) if self.claim == LockKind::Exclusive => {
+                            HeldFront::Owned(front)
                         }
-                        Local::Turn(turn) => {
+                        Local::Front(front) => {
                             // Granted a share, or a write: the next task of
                             // this process asks the store at once (a writer
                             // to mark the key before readers pass it).
-                            drop(turn);
-                            HeldTurn::HandedOn
+                            drop(front);
+                            HeldFront::HandedOn
                         }
                     };
                     let guard = self.hold(Taken {
                         owner,
                         grant,
-                        turn,
+                        front,
                         sent,
                     });
                     // From here a dropped future drops the guard, which releases.
@@ -327,7 +333,7 @@ impl Acquisition {
                         }
                         return Err(self.timeout_error(started, remaining));
                     }
-                    // Boxed like the local line: only a held lock gets here.
+                    // Boxed like the local queue: only a held lock gets here.
                     let ticket = queued.then(|| undo.owner());
                     let released =
                         subscription.wait_for_release(&self, ticket, remaining, deadline);
@@ -356,7 +362,7 @@ impl Acquisition {
         let Taken {
             owner,
             grant,
-            turn,
+            front,
             sent,
         } = taken;
         let (token, ttl) = (grant.token, grant.ttl);
@@ -367,7 +373,7 @@ impl Acquisition {
         let locker = &self.locker;
         let lease = LeaseState::new(LeaseParts {
             backend: Arc::clone(locker.backend()),
-            lines: Arc::clone(locker.plain_lines()),
+            queues: Arc::clone(locker.plain_queues()),
             locker_id: locker.id(),
             keys: self.keys.clone(),
             claim: self.claim,
@@ -376,7 +382,7 @@ impl Acquisition {
             ttl,
             segment: grant.segment,
             deadline: deadline_after(sent, ttl),
-            turn,
+            front,
         });
         self.locker
             .watchdogs()
@@ -425,8 +431,8 @@ impl Next {
     pub(crate) async fn finish(self) -> Result<LockGuard, LockError> {
         match self {
             Next::Done(result) => result,
-            Next::Line(acquisition) => acquisition.line_up().await,
-            Next::Head(acquisition, head) => acquisition.contend(head).await,
+            Next::Queue(acquisition) => acquisition.queue_up().await,
+            Next::Front(acquisition, head) => acquisition.contend(head).await,
         }
     }
 
@@ -434,7 +440,7 @@ impl Next {
     pub(crate) fn span(&self) -> tracing::Span {
         match self {
             Next::Done(_) => tracing::Span::none(),
-            Next::Line(acquisition) | Next::Head(acquisition, _) => {
+            Next::Queue(acquisition) | Next::Front(acquisition, _) => {
                 let key = LockError::shown(acquisition.keys.user());
                 tracing::debug_span!("lock", %key)
             }

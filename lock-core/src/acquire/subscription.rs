@@ -1,4 +1,4 @@
-//! [`Subscription`]: how the head of a local line waits for a release
+//! [`Subscription`]: how the front of a local queue waits for a release
 //! without polling.
 
 use std::time::Duration;
@@ -17,7 +17,7 @@ const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
 pub(crate) struct Subscription {
     signal: Option<ReleaseSignal>,
     /// The ticket the signal was asked for, if any (a waiter with a
-    /// ticket hears of its own turn; an acquire that starts over has a new
+    /// ticket hears of its own front; an acquire that starts over has a new
     /// owner value).
     ticket: Option<String>,
     /// Subscribing cannot work (the store has no channel): poll instead.
@@ -26,7 +26,7 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     /// Waits for the release of the lock `acquisition` wants (for the
-    /// waiter with `ticket`, its own turn): subscribes first if there is no
+    /// waiter with `ticket`, its own front): subscribes first if there is no
     /// subscription for it yet (and returns at once, so that the caller
     /// tries again with no release missed), else sleeps until a release
     /// message, the holders' `remaining` time or the `deadline`.

@@ -1,7 +1,7 @@
 //! One acquisition's lease: [`LeaseState`], shared by its guard, its
 //! watchdog and the task-local scope (deadline, loss signal, the
-//! process-local turn, and what it needs of its Locker: the store, the
-//! local lines and a watchdog handle), and [`Lease`], the public view of it.
+//! process-local front, and what it needs of its Locker: the store, the
+//! local queues and a watchdog handle), and [`Lease`], the public view of it.
 
 pub(crate) mod watchdog;
 
@@ -20,7 +20,7 @@ use crate::backend::{Backend, LockKind};
 use crate::deadline::drift;
 use crate::error::{LockError, LossReason};
 use crate::keys::StoredKeys;
-use crate::line::{HeldTurn, Lines};
+use crate::local_queue::{HeldFront, LocalQueues};
 use crate::owner::Owner;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -36,9 +36,9 @@ pub(crate) enum Status {
 pub(crate) struct LeaseState {
     /// The store the lease is in.
     backend: Arc<dyn Backend>,
-    /// The plain-lock lines of the Locker that took it (where a plain
-    /// lock's turn is).
-    lines: Arc<Lines>,
+    /// The plain-lock queues of the Locker that took it (where a plain
+    /// lock's front is).
+    queues: Arc<LocalQueues>,
     /// Which Locker took it (a task's scope is reentrant per Locker).
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
@@ -54,14 +54,14 @@ pub(crate) struct LeaseState {
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
-    turn: Mutex<Option<HeldTurn>>,
+    front: Mutex<Option<HeldFront>>,
     watchdog: Mutex<Control>,
 }
 
 /// What a new lease is made of.
 pub(crate) struct LeaseParts {
     pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) lines: Arc<Lines>,
+    pub(crate) queues: Arc<LocalQueues>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     pub(crate) claim: LockKind,
@@ -70,14 +70,14 @@ pub(crate) struct LeaseParts {
     pub(crate) ttl: Duration,
     pub(crate) segment: Option<u32>,
     pub(crate) deadline: Instant,
-    pub(crate) turn: HeldTurn,
+    pub(crate) front: HeldFront,
 }
 
 impl LeaseState {
     pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
         Arc::new(LeaseState {
             backend: parts.backend,
-            lines: parts.lines,
+            queues: parts.queues,
             locker_id: parts.locker_id,
             keys: parts.keys,
             claim: parts.claim,
@@ -88,7 +88,7 @@ impl LeaseState {
             deadline: Mutex::new(parts.deadline),
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
-            turn: Mutex::new(Some(parts.turn)),
+            front: Mutex::new(Some(parts.front)),
             watchdog: Mutex::new(Control::Stopped),
         })
     }
@@ -131,11 +131,11 @@ impl LeaseState {
         self.status() == Status::Held && Instant::now() < self.deadline()
     }
 
-    /// Records the loss once, frees the process-local turn (another task
+    /// Records the loss once, frees the process-local front (another task
     /// may now contend at the store), and tells every `lost()` waiter.
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(Status::Lost(reason)) {
-            // The turn first: whoever hears of the loss finds the line free.
+            // The front first: whoever hears of the loss finds the queue free.
             self.pass_turn();
             self.loss.notify_waiters();
             tracing::warn!(key = %self.keys.user(), token = %self.token, %reason, "lock lease lost");
@@ -216,16 +216,16 @@ impl LeaseState {
     }
 
     pub(crate) fn pass_turn(&self) {
-        let turn = self
-            .turn
+        let front = self
+            .front
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        match turn {
-            Some(HeldTurn::Owned(turn)) => drop(turn),
-            Some(HeldTurn::Placed(place)) => drop(place),
-            Some(HeldTurn::InLine) => self.lines.leave(&self.keys),
-            Some(HeldTurn::HandedOn) | None => {}
+        match front {
+            Some(HeldFront::Owned(front)) => drop(front),
+            Some(HeldFront::Placed(place)) => drop(place),
+            Some(HeldFront::InQueue) => self.queues.leave(&self.keys),
+            Some(HeldFront::HandedOn) | None => {}
         }
     }
 

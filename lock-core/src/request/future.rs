@@ -86,9 +86,9 @@ mod tests {
         };
         let guard = guard.unwrap();
         assert!(guard.is_held());
-        assert_eq!(locker.local_lines(), 1);
+        assert_eq!(locker.local_queues(), 1);
         guard.release().await.unwrap();
-        assert_eq!(locker.local_lines(), 0, "the line ends with the lease");
+        assert_eq!(locker.local_queues(), 0, "the queue ends with the lease");
     }
 
     #[tokio::test]
@@ -105,7 +105,7 @@ mod tests {
         let next = waiting.await.unwrap();
         assert!(next.token() > first);
         next.release().await.unwrap();
-        assert_eq!(locker.local_lines(), 0);
+        assert_eq!(locker.local_queues(), 0);
     }
 
     #[tokio::test]

@@ -262,7 +262,7 @@ impl Locker {
     /// reject the holder with the older token. Fence each holder's own
     /// work, or use a lock per resource. A semaphore and a plain lock on
     /// the same key do not exclude each other. Waiting tasks of one process
-    /// line up locally: the head asks the store, and hands its turn on as
+    /// queue up locally: the front asks the store, and hands the front on as
     /// soon as it is granted a permit.
     ///
     /// ```
@@ -304,7 +304,7 @@ impl Locker {
     ///
     /// As with [`semaphore`](Self::semaphore), every process must name the
     /// same `segments` for a key ([`LockError::SizeDisagrees`]), 1 to 1024,
-    /// and a process's waiters line up locally.
+    /// and a process's waiters queue up locally.
     ///
     /// ```
     /// use lock_core::Locker;

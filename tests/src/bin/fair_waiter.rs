@@ -44,7 +44,7 @@ async fn main() {
         // A request is counted once it has its turn to send, so the next
         // one, started after that, sends after it.
         let in_line = || match i {
-            1 => locker.local_lines() == 1,
+            1 => locker.local_queues() == 1,
             _ => locker.local_waiters(key.as_str()) == i - 1,
         };
         while !in_line() {

@@ -594,7 +594,7 @@ async fn s11_cancel_storm_leaves_nothing() {
     tokio::time::sleep(ttl / 3 + SLACK).await;
     let after = command_calls(&mut conn, "evalsha").await;
     assert_eq!(before, after, "renewals still running");
-    assert_eq!(locker.local_lines(), 0);
+    assert_eq!(locker.local_queues(), 0);
 }
 
 fn hostile_char() -> impl Strategy<Value = char> {

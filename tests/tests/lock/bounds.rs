@@ -60,8 +60,8 @@ fn state_made_for_100_000_keys_goes_with_its_last_user() {
                  ({:+} KiB)",
                 after as i64 - before as i64
             );
-            assert_eq!(holder.local_lines(), 0);
-            assert_eq!(waiter.local_lines(), 0);
+            assert_eq!(holder.local_queues(), 0);
+            assert_eq!(waiter.local_queues(), 0);
             // Unsubscribing is sent in the background: polled, with a bound.
             let mut conn = server.connection().await;
             let started = tokio::time::Instant::now();

@@ -510,7 +510,7 @@ pub(crate) async fn nothing_left_after(
         renewals,
         "renewals after every lease is gone"
     );
-    assert_eq!(locker.local_lines(), 0, "local lines left behind");
+    assert_eq!(locker.local_queues(), 0, "local lines left behind");
     store_is_empty(store).await;
 }
 

@@ -475,7 +475,7 @@ async fn a_thousand_waiters_cost_few_commands() {
          ({all:.2} counting those run inside the scripts)"
     );
     assert!(sent <= 3.0, "{sent:.2} commands per acquisition");
-    assert_eq!(locker.local_lines(), 0);
+    assert_eq!(locker.local_queues(), 0);
 }
 
 /// A release publishes only when another client found the lease held: the

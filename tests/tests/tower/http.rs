@@ -331,7 +331,7 @@ async fn requests_without_a_key_pass_through() {
     let _held = locker.lock("order:9").await.unwrap();
     let (status, _, body) = call(&client(), "GET", format!("http://{addr}/health")).await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "None"));
-    assert_eq!(locker.local_lines(), 1, "only the test's own lock");
+    assert_eq!(locker.local_queues(), 1, "only the test's own lock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -627,7 +627,7 @@ async fn a_lock_to_be_had_at_once_calls_the_inner_service_without_cloning_it() {
     assert_eq!(response.status(), StatusCode::OK);
     drop(response);
     assert_eq!(
-        locker.local_lines(),
+        locker.local_queues(),
         0,
         "the lock ends with the response body"
     );

@@ -7,7 +7,7 @@ use crate::kind::LockKind;
 /// Whether an entry of `claim` holds behind `ahead`, the claims of the
 /// entries created before it in its kind's queue: a reader when no writer
 /// is ahead; one of `of` permits when fewer than `of` entries are ahead;
-/// every other kind (plain, fair, write, a segment's queue) at the head.
+/// every other kind (plain, fair, write, a segment's queue) at the front.
 pub(crate) fn holds(claim: LockKind, ahead: impl IntoIterator<Item = LockKind>) -> bool {
     let mut ahead = ahead.into_iter();
     match claim {
@@ -33,7 +33,7 @@ mod tests {
     #[test]
     fn the_head_of_every_queue_holds() {
         for claim in KINDS {
-            assert!(holds(claim, []), "{claim:?} at the head");
+            assert!(holds(claim, []), "{claim:?} at the front");
         }
     }
 

@@ -24,8 +24,8 @@ use redis::aio::ConnectionLike;
 
 use self::batch::{Batcher, Operation};
 use self::connection::Endpoint;
-use self::keys::{channel, fence};
 pub use self::connection::RedisConnection;
+use self::keys::{channel, fence};
 use self::pubsub::Hub;
 use self::replies::{acquire_outcome, other_format, shared_outcome};
 use self::scripts::{

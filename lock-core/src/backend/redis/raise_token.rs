@@ -3,8 +3,8 @@
 
 use redis::aio::ConnectionLike;
 
-use super::keys::fence;
 use super::RedisBackend;
+use super::keys::fence;
 use super::replies::other_format;
 use super::scripts::RAISE_SCRIPT;
 use crate::keys::StoredKeys;
