@@ -243,8 +243,8 @@ impl Drop for LockGuard {
 pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
     lease.end();
     if lease.backend().answers_in_place() {
-        let (keys, claim, owner) = (&lease.keys, lease.claim, lease.owner.as_str());
-        let release = lease.backend().release(keys, claim, owner);
+        let (keys, kind, owner) = (&lease.keys, lease.kind, lease.owner.as_str());
+        let release = lease.backend().release(keys, kind, owner);
         let mut cx = Context::from_waker(Waker::noop());
         match std::pin::pin!(release).poll(&mut cx) {
             Poll::Ready(outcome) => lease.record_release(&outcome),

@@ -66,14 +66,14 @@ pub struct Inspection {
     pub key: String,
     /// Every live holder, of every kind of lock on the key.
     pub holders: Vec<Holder>,
-    /// Waiters the store keeps tickets for (fair queues, a waiting
+    /// Waiters the store keeps queue entries for (fair queues, a waiting
     /// writer's mark, queued entries on etcd and ZooKeeper); `None` where
     /// waiters leave nothing in the store.
     pub waiters: Option<usize>,
 }
 
 impl Inspection {
-    /// Nothing held and no ticket.
+    /// Nothing held and no queue entry.
     pub fn new(key: impl Into<String>) -> Self {
         Inspection {
             key: key.into(),

@@ -83,7 +83,7 @@
 //!   masters) and [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the front contends at the store;
-//!   fair requests each take their own ticket in the store at once.
+//!   fair requests each take their own queue entry in the store at once.
 //! - Reentrancy is task-scoped: see [`LockGuard::scope`].
 //! - Operators: [`Locker::inspect`] (who holds a key, with which token,
 //!   since when, how many wait), [`Locker::held_keys`] and

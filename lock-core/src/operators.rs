@@ -9,7 +9,7 @@ use crate::locker::Locker;
 impl Locker {
     /// What the store holds for `key`: each holder of each kind of lock
     /// on it (owner, process, token, remaining lease, age), and the
-    /// waiters where the store keeps tickets. One read; nothing changes.
+    /// waiters where the store keeps queue entries. One read; nothing changes.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
@@ -44,7 +44,7 @@ impl Locker {
     }
 
     /// Removes every holder of every kind of lock on `key`, and every
-    /// waiter's ticket, whoever they are: for an operator whose holder is
+    /// waiter's queue entry, whoever they are: for an operator whose holder is
     /// wedged but still renewing. Returns how many entries it removed.
     ///
     /// Each holder loses its lease: its next renewal finds it gone and its

@@ -1,11 +1,11 @@
 //! [`Places`]: the fair requests of one Locker, counted per key.
 //!
-//! A fair request takes its ticket in the store as soon as it starts
+//! A fair request takes its queue entry in the store as soon as it starts
 //! waiting, so that the store's queue orders it among every process's
 //! requests by when it was made. A process-local queue in front of the store
 //! would hold it back until its place at the front, behind requests that other
 //! processes made after it. So a Locker's fair requests wait side by side,
-//! each with its own ticket. Here they are counted, to bound how many wait
+//! each with its own queue entry. Here they are counted, to bound how many wait
 //! at once on one key (as the local queue bounds the other kinds). Their
 //! first sends still go one at a time per key, in call order, through a
 //! local queue of their own (`LockerInner::fair_sends`).

@@ -109,17 +109,17 @@ pub(crate) fn token_for(key: &str) -> Option<FencingToken> {
     find(|lease| lease.keys.user() == key).map(|lease| lease.token)
 }
 
-/// The innermost lease of one of `claims` this task's scopes hold on
+/// The innermost lease of one of `kinds` this task's scopes hold on
 /// `lease_key` through Locker `locker_id`, if any (each kind of lock on a
 /// key is a lock of its own).
 pub(crate) fn held_by_task(
     locker_id: u64,
     lease_key: &str,
-    claims: &[LockKind],
+    kinds: &[LockKind],
 ) -> Option<Arc<LeaseState>> {
     find(|lease| {
         lease.locker_id == locker_id
-            && claims.contains(&lease.claim)
+            && kinds.contains(&lease.kind)
             && lease.keys.lease() == lease_key
     })
 }

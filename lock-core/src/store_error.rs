@@ -114,9 +114,9 @@ impl StoreError {
         }
     }
 
-    /// A request of a claim the store does not keep (not applied).
-    pub(crate) fn unsupported(claim: crate::kind::LockKind) -> Self {
-        StoreError::permanent(format!("this store does not keep {claim} locks"))
+    /// A request of a kind the store does not keep (not applied).
+    pub(crate) fn unsupported(kind: crate::kind::LockKind) -> Self {
+        StoreError::permanent(format!("this store does not keep {kind} locks"))
     }
 
     /// A request naming `asked` permits or segments (`what`) where the
@@ -134,6 +134,24 @@ impl StoreError {
     /// The request timed out after `after`: it may have been applied.
     pub fn timed_out(after: Duration) -> Self {
         StoreError::new(format!("no answer within {after:?}"), true)
+    }
+
+    /// Awaits `request` for at most `timeout`, its failure told by
+    /// `classify` (a store's own errors). `writes` says whether the request
+    /// changes the store: a write that fails on the way or runs out of time
+    /// may have been applied.
+    #[cfg(any(feature = "etcd", feature = "zookeeper"))]
+    pub(crate) async fn within<T, E>(
+        timeout: Duration,
+        writes: bool,
+        request: impl std::future::Future<Output = Result<T, E>>,
+        classify: impl FnOnce(E, bool) -> StoreError,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(timeout, request).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(err)) => Err(classify(err, writes)),
+            Err(_) => Err(StoreError::timed_out(timeout).unknown(writes)),
+        }
     }
 
     /// The same error, with whether the request may have been applied set

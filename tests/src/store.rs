@@ -86,7 +86,7 @@ impl TestStore {
         !matches!(self, TestStore::RedLock(_))
     }
 
-    /// Whether a waiter for a plain lock leaves a ticket in the store
+    /// Whether a waiter for a plain lock leaves a queue entry in the store
     /// (etcd, ZooKeeper: every lock is a queue), which giving up withdraws
     /// with a release.
     pub fn plain_locks_queue(&self) -> bool {
@@ -407,21 +407,21 @@ fn answered<'a, T: Send + 'a>(
 }
 
 impl Backend for Counting {
-    fn supports(&self, claim: LockKind) -> bool {
-        self.inner.supports(claim)
+    fn supports(&self, kind: LockKind) -> bool {
+        self.inner.supports(kind)
     }
 
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         // Counted once answered, so a waiter seen at n attempts has its
         // answers in hand; an answer given in place stays in place.
         answered(
-            self.inner.try_acquire(keys, claim, owner, ttl),
+            self.inner.try_acquire(keys, kind, owner, ttl),
             &self.acquires,
         )
     }
@@ -429,45 +429,45 @@ impl Backend for Counting {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         self.renewals.send_modify(|n| *n += 1);
-        self.inner.renew(keys, claim, owner, ttl)
+        self.inner.renew(keys, kind, owner, ttl)
     }
 
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
         // Counted once answered, like attempts: a release counted before an
         // error came back was made before it, not left to the background.
-        answered(self.inner.release(keys, claim, owner), &self.releases)
+        answered(self.inner.release(keys, kind, owner), &self.releases)
     }
 
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
-        ticket: Option<&'a str>,
+        kind: LockKind,
+        queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.inner.subscribe(keys, claim, ticket)
+        self.inner.subscribe(keys, kind, queued_owner)
     }
 
     fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
         wanted: usize,
         within: Duration,
     ) -> StoreFuture<'a, Result<usize, StoreError>> {
         let inner = &self.inner;
-        inner.confirm_replicas(keys, claim, owner, ttl, wanted, within)
+        inner.confirm_replicas(keys, kind, owner, ttl, wanted, within)
     }
 
     fn inspect<'a>(

@@ -39,7 +39,7 @@ pub(crate) struct Acquisition {
     pub(crate) locker: Locker,
     pub(crate) keys: StoredKeys,
     /// What is asked of the store (one the store keeps).
-    pub(crate) claim: LockKind,
+    pub(crate) kind: LockKind,
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
@@ -71,7 +71,7 @@ enum Local {
     /// The front of its local queue.
     Front(Front),
     /// A fair request's place: it waits beside this Locker's other fair
-    /// requests, each with its own ticket in the store; `first_send` is its
+    /// requests, each with its own queue entry in the store; `first_send` is its
     /// front to make its first try, given up once that is answered.
     Place {
         place: Place,
@@ -100,8 +100,8 @@ impl Acquisition {
             return Next::Done(held);
         }
         let locker = &self.locker;
-        // A claim that may queue leaves a ticket to keep: the general path.
-        let plain = self.claim == LockKind::Exclusive;
+        // A kind that may queue leaves a queue entry to keep: the general path.
+        let plain = self.kind == LockKind::Exclusive;
         if !plain || !locker.backend().answers_in_place() || locker.config().replicas.is_some() {
             return Next::Queue(self);
         }
@@ -112,7 +112,7 @@ impl Acquisition {
         let owner = owner::next(locker.owner_prefix());
         let answer = locker
             .backend()
-            .try_acquire(&self.keys, self.claim, owner.as_str(), self.ttl)
+            .try_acquire(&self.keys, self.kind, owner.as_str(), self.ttl)
             .into_ready()
             .ok();
         let held = match answer {
@@ -148,8 +148,8 @@ impl Acquisition {
     /// this lock in a scope.
     fn held_in_scope(&self) -> Option<Result<LockGuard, LockError>> {
         let held =
-            |claims: &[LockKind]| scope::held_by_task(self.locker.id(), self.keys.lease(), claims);
-        let lease = match self.claim {
+            |kinds: &[LockKind]| scope::held_by_task(self.locker.id(), self.keys.lease(), kinds);
+        let lease = match self.kind {
             // A read inside a write of the key is covered by the write.
             LockKind::Read => held(&[LockKind::Read, LockKind::Write])?,
             // A write inside a read would wait for itself.
@@ -161,7 +161,7 @@ impl Acquisition {
                     return Some(Err(LockError::UpgradeWouldDeadlock { key }));
                 }
             },
-            claim => held(&[claim])?,
+            kind => held(&[kind])?,
         };
         Some(match lease.status() {
             Status::Lost(reason) => Err(lease.lost_error(reason)),
@@ -174,9 +174,9 @@ impl Acquisition {
     pub(crate) async fn queue_up(self) -> Result<LockGuard, LockError> {
         let locker = &self.locker;
         let started = Instant::now();
-        if self.claim == LockKind::Fair {
+        if self.kind == LockKind::Fair {
             // Served in the order requests reached the store: each takes its
-            // ticket now, not when a local front would come. Its first try
+            // queue entry now, not when a local front would come. Its first try
             // waits for the front to send, so the store queues this process's
             // requests in call order.
             let first_send = self.take_front(locker.fair_sends(), started).await?;
@@ -197,7 +197,7 @@ impl Acquisition {
         // Every kind has queues of its own (see `KindQueues`): one task at a
         // time asks the store.
         let front = self
-            .take_front(locker.queues_of(self.claim), started)
+            .take_front(locker.queues_of(self.kind), started)
             .await?;
         let head = AtFront {
             front: Local::Front(front),
@@ -258,7 +258,7 @@ impl Acquisition {
                 None => {
                     undo.sending = true;
                     let attempt =
-                        backend.try_acquire(&self.keys, self.claim, undo.owner(), self.ttl);
+                        backend.try_acquire(&self.keys, self.kind, undo.owner(), self.ttl);
                     let attempt = match &outage {
                         None => attempt.await,
                         // In an outage, no attempt runs past the outage's bound.
@@ -294,7 +294,7 @@ impl Acquisition {
                     let owner = undo.disarm();
                     let front = match front {
                         Local::Place { place, .. } => HeldFront::Placed(place),
-                        Local::Front(front) if self.claim == LockKind::Exclusive => {
+                        Local::Front(front) if self.kind == LockKind::Exclusive => {
                             HeldFront::Owned(front)
                         }
                         Local::Front(front) => {
@@ -322,7 +322,7 @@ impl Acquisition {
                     return Ok(guard);
                 }
                 Ok(attempt @ (Attempt::Held { remaining } | Attempt::Queued { remaining })) => {
-                    // Held: no attempt of ours took it. Queued: our ticket
+                    // Held: no attempt of ours took it. Queued: our queue entry
                     // stands in the store, withdrawn if we give up.
                     let queued = matches!(attempt, Attempt::Queued { .. });
                     undo.in_doubt = queued;
@@ -334,9 +334,9 @@ impl Acquisition {
                         return Err(self.timeout_error(started, remaining));
                     }
                     // Boxed like the local queue: only a held lock gets here.
-                    let ticket = queued.then(|| undo.owner());
+                    let queued_owner = queued.then(|| undo.owner());
                     let released =
-                        subscription.wait_for_release(&self, ticket, remaining, deadline);
+                        subscription.wait_for_release(&self, queued_owner, remaining, deadline);
                     Box::pin(released).await?;
                 }
                 Err(err) => {
@@ -376,7 +376,7 @@ impl Acquisition {
             queues: Arc::clone(locker.plain_queues()),
             locker_id: locker.id(),
             keys: self.keys.clone(),
-            claim: self.claim,
+            kind: self.kind,
             owner,
             token,
             ttl,
@@ -409,7 +409,7 @@ impl Acquisition {
         let (backend, lease) = (&self.locker.backend(), &guard.lease);
         let owner = lease.owner.as_str();
         let confirmed = backend
-            .confirm_replicas(&self.keys, self.claim, owner, lease.ttl, wanted, within)
+            .confirm_replicas(&self.keys, self.kind, owner, lease.ttl, wanted, within)
             .await;
         let failure = match confirmed {
             Ok(n) if n >= wanted => return Ok(guard),

@@ -16,38 +16,38 @@ const POLL_WITHOUT_CHANNEL: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub(crate) struct Subscription {
     signal: Option<ReleaseSignal>,
-    /// The ticket the signal was asked for, if any (a waiter with a
-    /// ticket hears of its own front; an acquire that starts over has a new
+    /// The queue entry the signal was asked for, if any (a waiter with a
+    /// queue entry hears when it may go; an acquire that starts over has a new
     /// owner value).
-    ticket: Option<String>,
+    queued_owner: Option<String>,
     /// Subscribing cannot work (the store has no channel): poll instead.
     failed: bool,
 }
 
 impl Subscription {
     /// Waits for the release of the lock `acquisition` wants (for the
-    /// waiter with `ticket`, its own front): subscribes first if there is no
+    /// waiter with `queued_owner`, when it may go): subscribes first if there is no
     /// subscription for it yet (and returns at once, so that the caller
     /// tries again with no release missed), else sleeps until a release
     /// message, the holders' `remaining` time or the `deadline`.
     pub(crate) async fn wait_for_release(
         &mut self,
         acquisition: &Acquisition,
-        ticket: Option<&str>,
+        queued_owner: Option<&str>,
         remaining: Option<Duration>,
         deadline: Instant,
     ) -> Result<(), LockError> {
         let keys = &acquisition.keys;
-        if self.ticket.as_deref() != ticket {
+        if self.queued_owner.as_deref() != queued_owner {
             self.signal = None;
         }
         if self.signal.is_none() && !self.failed {
             let backend = &acquisition.locker.backend();
-            let subscribe = backend.subscribe(keys, acquisition.claim, ticket);
+            let subscribe = backend.subscribe(keys, acquisition.kind, queued_owner);
             match tokio::time::timeout_at(deadline, subscribe).await {
                 Ok(Ok(signal)) => {
                     self.signal = Some(signal);
-                    self.ticket = ticket.map(str::to_owned);
+                    self.queued_owner = queued_owner.map(str::to_owned);
                     return Ok(());
                 }
                 // A cut connection: poll this time, subscribe again next.

@@ -58,17 +58,17 @@ impl<'a> UndoOnDrop<'a> {
         };
         let fresh = owner::next(self.acquisition.locker.owner_prefix());
         let owner = std::mem::replace(owner, fresh);
-        let (keys, claim) = (self.acquisition.keys.clone(), self.acquisition.claim);
+        let (keys, kind) = (self.acquisition.keys.clone(), self.acquisition.kind);
         let backend = Arc::clone(self.acquisition.locker.backend());
         // The latest send of the acquire was before now: its lease ends by then.
         let runs_out = Instant::now() + self.acquisition.ttl;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 let owner = owner.as_str();
-                if let Err(err) = backend.release(&keys, claim, owner).await
+                if let Err(err) = backend.release(&keys, kind, owner).await
                     && err.is_transient()
                 {
-                    retry::release_until(&*backend, &keys, claim, owner, runs_out).await;
+                    retry::release_until(&*backend, &keys, kind, owner, runs_out).await;
                 }
             });
         }
@@ -76,7 +76,7 @@ impl<'a> UndoOnDrop<'a> {
 }
 
 impl UndoOnDrop<'_> {
-    /// Withdraws the ticket of an acquire that gives up, before it returns:
+    /// Withdraws the queue entry of an acquire that gives up, before it returns:
     /// whoever asks next must not find it still standing ahead of them. A
     /// failed release (or a dropped future) falls back to [`fire`](Self::fire).
     pub(crate) async fn withdraw(&mut self) {
@@ -86,7 +86,7 @@ impl UndoOnDrop<'_> {
         let acquisition = self.acquisition;
         let backend = &acquisition.locker.backend();
         let released = backend
-            .release(&acquisition.keys, acquisition.claim, owner.as_str())
+            .release(&acquisition.keys, acquisition.kind, owner.as_str())
             .await;
         match released {
             Ok(_) => (self.sending, self.in_doubt) = (false, false),

@@ -59,11 +59,11 @@ pub enum Attempt {
         /// Time left on the holders' leases.
         remaining: Option<Duration>,
     },
-    /// Others hold the key, and this request now has a ticket in the store
+    /// Others hold the key, and this request now has a queue entry in the store
     /// (a place in a fair queue, a waiting writer's mark; an etcd key or
     /// ZooKeeper node): the waiter asks again with the same owner value
     /// on the next release, or after `remaining` at the latest (which the
-    /// store makes short enough to keep the ticket alive), and releases
+    /// store makes short enough to keep the queue entry alive), and releases
     /// it if it gives up.
     Queued {
         /// When to ask again at the latest.

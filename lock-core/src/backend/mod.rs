@@ -8,7 +8,7 @@
 //! try to take a lease for a [`LockKind`] (minting a fencing token), renew it,
 //! release it, and tell waiters about releases. It answers an attempt with
 //! a [`Grant`] (token, the ttl it gave, the segment), with "held", or with
-//! "queued": a ticket now stands in the store for the waiter, who refreshes
+//! "queued": a queue entry now stands in the store for the waiter, who refreshes
 //! it by asking again and withdraws it by releasing. Everything above it -
 //! the guard, the watchdog, waiting, local queueing, reentrancy - is
 //! store-agnostic. The
@@ -163,61 +163,61 @@ impl ReleaseSignal {
 /// Every method must be atomic in the store and must check the owner value,
 /// so that a delayed request of an old acquisition never touches a newer one.
 pub trait Backend: Send + Sync + 'static {
-    /// Whether this store keeps `claim` (only what [`supports`](Self::supports)
+    /// Whether this store keeps `kind` (only what [`supports`](Self::supports)
     /// allows is ever asked of the methods below). Every store keeps
     /// [`LockKind::Exclusive`].
-    fn supports(&self, claim: LockKind) -> bool {
-        claim == LockKind::Exclusive
+    fn supports(&self, kind: LockKind) -> bool {
+        kind == LockKind::Exclusive
     }
 
-    /// Takes a lease of `claim` for `owner` for `ttl` if the key admits it,
+    /// Takes a lease of `kind` for `owner` for `ttl` if the key admits it,
     /// minting a token greater than every token minted before for the key.
     /// Idempotent per owner value: if `owner` already holds it (an earlier
     /// send of the same request), answers its grant and extends it to `ttl`
-    /// from now; if `owner` has a ticket, refreshes it.
+    /// from now; if `owner` has a queue entry, refreshes it.
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>>;
 
-    /// Extends `owner`'s lease of `claim` to `ttl` from now if it still
+    /// Extends `owner`'s lease of `kind` to `ttl` from now if it still
     /// holds it. Returns `false` when the lease is gone or has another
     /// owner.
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
-    /// Ends `owner`'s lease (or withdraws its ticket) of `claim` and tells
+    /// Ends `owner`'s lease (or withdraws its queue entry) of `kind` and tells
     /// the waiters. Returns `false` when `owner` held neither (nothing is
     /// changed then).
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>>;
 
-    /// Subscribes to the releases a waiter for a lease of `claim` must
-    /// hear of: those of the lock; or, for a waiter with a ticket (`ticket`
+    /// Subscribes to the releases a waiter for a lease of `kind` must
+    /// hear of: those of the lock; or, for a waiter with a queue entry (`queued_owner`
     /// is its owner value: the store answered [`Attempt::Queued`]), only
-    /// its own turn, where the store can tell it (as an etcd key or a
+    /// when it may go, where the store can tell it (as an etcd key or a
     /// ZooKeeper node watches its predecessor). The subscription is active
     /// when the returned future resolves.
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
-        ticket: Option<&'a str>,
+        kind: LockKind,
+        queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
-    /// Waits until `wanted` replicas have `owner`'s lease of `claim` on
+    /// Waits until `wanted` replicas have `owner`'s lease of `kind` on
     /// `keys` (of `ttl`, just granted), for at most `within`, and returns
     /// how many do (0 if the lease is gone). Stores without replicas
     /// return `wanted`.
@@ -234,7 +234,7 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// What the store holds for `keys`: every holder of every kind of
-    /// lock on the key, and the waiters' tickets where it keeps them
+    /// lock on the key, and the waiters' queue entries where it keeps them
     /// ([`Locker::inspect`](crate::Locker::inspect)). By default the store
     /// cannot be inspected.
     fn inspect<'a>(
@@ -246,7 +246,7 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// The user keys of namespace `namespace` that match `pattern` and
-    /// have a holder or a ticket
+    /// have a holder or a queue entry
     /// ([`Locker::held_keys`](crate::Locker::held_keys)), at most
     /// [`MAX_LISTED`](crate::MAX_LISTED) of them or a few more.
     fn held_keys<'a>(
@@ -258,7 +258,7 @@ pub trait Backend: Send + Sync + 'static {
         cannot(self, "list its locks")
     }
 
-    /// Removes every holder and ticket of every kind of lock on `keys`,
+    /// Removes every holder and queue entry of every kind of lock on `keys`,
     /// keeping what orders its tokens, and wakes its waiters; returns how
     /// many it removed ([`Locker::force_release`](crate::Locker::force_release)).
     fn force_release<'a>(

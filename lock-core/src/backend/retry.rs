@@ -47,7 +47,7 @@ const RELEASE_BACKOFF: Backoff =
 pub(crate) async fn release_until(
     backend: &dyn Backend,
     keys: &StoredKeys,
-    claim: LockKind,
+    kind: LockKind,
     owner: &str,
     runs_out: Instant,
 ) -> Option<Result<bool, StoreError>> {
@@ -58,7 +58,7 @@ pub(crate) async fn release_until(
             return None;
         }
         sleep_until(at).await;
-        match backend.release(keys, claim, owner).await {
+        match backend.release(keys, kind, owner).await {
             Err(err) if err.is_transient() => {}
             outcome => return Some(outcome),
         }

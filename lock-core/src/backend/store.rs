@@ -100,7 +100,7 @@ pub trait Store: Send + Sync + 'static {
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
-        ticket: Option<&'a str>,
+        queued_owner: Option<&'a str>,
     ) -> impl Future<Output = Result<ReleaseSignal, StoreError>> + Send + 'a;
 
     /// [`Backend::confirm_replicas`]: a store without replicas has
@@ -202,9 +202,9 @@ impl<S: Operators> Backend for S {
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
-        ticket: Option<&'a str>,
+        queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        StoreFuture::new(Store::subscribe(self, keys, kind, ticket))
+        StoreFuture::new(Store::subscribe(self, keys, kind, queued_owner))
     }
 
     fn confirm_replicas<'a>(

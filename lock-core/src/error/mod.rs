@@ -213,15 +213,15 @@ pub enum LockError {
         key: String,
     },
 
-    /// The store cannot keep this kind of lock (a claim it does not
+    /// The store cannot keep this kind of lock (a kind it does not
     /// support). Nothing was sent. Use a store that keeps it, or another
     /// kind of lock.
-    #[error("{store} does not support {claim} locks (lock `{key}`)")]
+    #[error("{store} does not support {kind} locks (lock `{key}`)")]
     Unsupported {
         /// The user key.
         key: String,
         /// The kind of lock asked for.
-        claim: LockKind,
+        kind: LockKind,
         /// The store ([`Backend::describe`](crate::backend::Backend::describe)).
         store: String,
     },

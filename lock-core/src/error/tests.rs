@@ -77,7 +77,7 @@ fn every_variant() -> Vec<LockError> {
         },
         LockError::Unsupported {
             key: key(),
-            claim: crate::kind::LockKind::Fair,
+            kind: crate::kind::LockKind::Fair,
             store: "memory".into(),
         },
         LockError::invalid_config("ttl", "10ms is shorter than the minimum of 30ms"),

@@ -43,7 +43,7 @@ pub(crate) struct LeaseState {
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
     /// What the lease is of (renewals and the release name it).
-    pub(crate) claim: LockKind,
+    pub(crate) kind: LockKind,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     /// The ttl the store granted.
@@ -64,7 +64,7 @@ pub(crate) struct LeaseParts {
     pub(crate) queues: Arc<LocalQueues>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
-    pub(crate) claim: LockKind,
+    pub(crate) kind: LockKind,
     pub(crate) owner: Owner,
     pub(crate) token: FencingToken,
     pub(crate) ttl: Duration,
@@ -80,7 +80,7 @@ impl LeaseState {
             queues: parts.queues,
             locker_id: parts.locker_id,
             keys: parts.keys,
-            claim: parts.claim,
+            kind: parts.kind,
             owner: parts.owner,
             token: parts.token,
             ttl: parts.ttl,
@@ -167,7 +167,7 @@ impl LeaseState {
     pub(crate) async fn release_in_store(self: &Arc<Self>) -> Result<bool, StoreError> {
         let outcome = self
             .backend()
-            .release(&self.keys, self.claim, self.owner.as_str())
+            .release(&self.keys, self.kind, self.owner.as_str())
             .await;
         self.record_release(&outcome);
         if let Err(err) = &outcome
@@ -179,8 +179,8 @@ impl LeaseState {
             let runs_out = lease.deadline() + drift(lease.ttl);
             runtime.spawn(async move {
                 let owner = lease.owner.as_str();
-                let (backend, keys, claim) = (lease.backend(), &lease.keys, lease.claim);
-                match retry::release_until(backend, keys, claim, owner, runs_out).await {
+                let (backend, keys, kind) = (lease.backend(), &lease.keys, lease.kind);
+                match retry::release_until(backend, keys, kind, owner, runs_out).await {
                     Some(outcome) => lease.record_release(&outcome),
                     None => tracing::debug!(key = %lease.keys.user(), token = %lease.token, "release not confirmed; the lease runs out at its ttl"),
                 }

@@ -49,7 +49,7 @@ pub struct LockRequest {
     /// key's error is returned when the request is awaited; boxed, so
     /// that every request stays small).
     keys: Result<StoredKeys, Box<LockError>>,
-    claim: LockKind,
+    kind: LockKind,
     options: LockOptions,
 }
 
@@ -58,7 +58,7 @@ impl LockRequest {
         let config = &locker.config();
         LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
-            claim: LockKind::Exclusive,
+            kind: LockKind::Exclusive,
             options: LockOptions::default(),
             locker,
         }
@@ -90,10 +90,10 @@ impl LockRequest {
         self
     }
 
-    /// Asks for `claim` instead of an exclusive lease; a count out of
+    /// Asks for `kind` instead of an exclusive lease; a count out of
     /// bounds is an error when the request is awaited.
-    pub(crate) fn claim(mut self, claim: LockKind) -> Self {
-        let count = match claim {
+    pub(crate) fn kind(mut self, kind: LockKind) -> Self {
+        let count = match kind {
             LockKind::Permit { of } => Some(("permits", of)),
             LockKind::Segment { of } => Some(("segments", of)),
             _ => None,
@@ -104,7 +104,7 @@ impl LockRequest {
             let reason = format!("{n} is not between 1 and {MAX_PERMITS_OR_SEGMENTS}");
             self.keys = Err(Box::new(LockError::invalid_config(what, reason)));
         }
-        self.claim = claim;
+        self.kind = kind;
         self
     }
 
@@ -118,22 +118,22 @@ impl LockRequest {
         }
     }
 
-    /// The request with its key and claim checked (before any store round
+    /// The request with its key and kind checked (before any store round
     /// trip), or the error.
     pub(crate) fn checked(self) -> Result<Acquisition, LockError> {
         let keys = self.keys.map_err(|err| *err)?;
         let backend = &self.locker.backend();
-        if !backend.supports(self.claim) {
+        if !backend.supports(self.kind) {
             return Err(LockError::Unsupported {
                 key: LockError::shown(keys.user()),
-                claim: self.claim,
+                kind: self.kind,
                 store: backend.describe(),
             });
         }
         let settings = self.options.settled(self.locker.config());
         Ok(Acquisition {
             keys,
-            claim: self.claim,
+            kind: self.kind,
             locker: self.locker,
             ttl: settings.ttl,
             wait: settings.wait,
@@ -182,18 +182,18 @@ impl Locker {
     /// # }
     /// ```
     pub fn lock_of(&self, key: impl AsRef<str>, kind: LockKind) -> LockRequest {
-        self.lock(key).claim(kind)
+        self.lock(key).kind(kind)
     }
 
     /// A request for the fair lock on `key`: one holder at a time, granted
     /// in the order the requests reached the store, across every process
     /// and within one (there, in call order): each request takes its own
-    /// ticket in the store when it starts waiting, whether or not another
+    /// queue entry in the store when it starts waiting, whether or not another
     /// task of this Locker holds or waits for the key.
     ///
-    /// A waiter's ticket is leased for the request's ttl and refreshed
+    /// A waiter's queue entry is leased for the request's ttl and refreshed
     /// while it waits: a waiter that gives up or is cancelled withdraws it
-    /// at once, a killed one's ticket lapses within its ttl, so a dead
+    /// at once, a killed one's queue entry lapses within its ttl, so a dead
     /// waiter delays the queue by at most that. The fair lock and the plain lock
     /// on one key are two locks that do not exclude each other.
     ///
@@ -208,7 +208,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn fair_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(LockKind::Fair)
+        self.lock(key).kind(LockKind::Fair)
     }
 
     /// A request for the read lock on `key`: shared with other readers,
@@ -235,7 +235,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn read_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(LockKind::Read)
+        self.lock(key).kind(LockKind::Read)
     }
 
     /// A request for the write lock on `key`: excludes readers and other
@@ -244,7 +244,7 @@ impl Locker {
     /// [`LockError::UpgradeWouldDeadlock`] instead of waiting for itself.
     /// The read-write lock and the plain lock on one key are two locks.
     pub fn write_lock(&self, key: impl AsRef<str>) -> LockRequest {
-        self.lock(key).claim(LockKind::Write)
+        self.lock(key).kind(LockKind::Write)
     }
 
     /// A request for one of `permits` leases on `key` (a semaphore): at most
@@ -279,7 +279,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn semaphore(&self, key: impl AsRef<str>, permits: u32) -> LockRequest {
-        self.lock(key).claim(LockKind::Permit { of: permits })
+        self.lock(key).kind(LockKind::Permit { of: permits })
     }
 
     /// Tries once for one of `permits` leases on `key`: `Ok(None)` when
@@ -321,7 +321,7 @@ impl Locker {
     /// # }
     /// ```
     pub fn striped(&self, key: impl AsRef<str>, segments: u32) -> LockRequest {
-        self.lock(key).claim(LockKind::Segment { of: segments })
+        self.lock(key).kind(LockKind::Segment { of: segments })
     }
 
     /// Tries once: `Ok(None)` when another owner (or another task of this

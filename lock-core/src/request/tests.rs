@@ -1,4 +1,4 @@
-//! The store boundary as the acquisition path sees it: claims a store does
+//! The store boundary as the acquisition path sees it: kinds a store does
 //! not keep, and grants of another ttl than the one asked.
 
 use std::time::Duration;
@@ -20,17 +20,17 @@ async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
     let request = locker.fair_lock("k").wait(Duration::from_secs(60));
     let err = tokio::time::timeout(Duration::from_secs(5), request)
         .await
-        .expect("an unsupported claim waited")
+        .expect("an unsupported kind waited")
         .unwrap_err();
     assert!(
-        matches!(err, LockError::Unsupported { claim: LockKind::Fair, ref key, .. } if key == "k"),
+        matches!(err, LockError::Unsupported { kind: LockKind::Fair, ref key, .. } if key == "k"),
         "{err}"
     );
     assert_eq!(
         err.to_string(),
         "memory, 0ns leases at least does not support fair locks (lock `k`)"
     );
-    let once = locker.lock("free").claim(LockKind::Read);
+    let once = locker.lock("free").kind(LockKind::Read);
     assert!(matches!(
         once.try_once().await,
         Err(LockError::Unsupported { .. })
@@ -49,40 +49,39 @@ impl Backend for AtLeast {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        self.store
-            .try_acquire(keys, claim, owner, ttl.max(self.min))
+        self.store.try_acquire(keys, kind, owner, ttl.max(self.min))
     }
 
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        self.store.renew(keys, claim, owner, ttl.max(self.min))
+        self.store.renew(keys, kind, owner, ttl.max(self.min))
     }
 
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        self.store.release(keys, claim, owner)
+        self.store.release(keys, kind, owner)
     }
 
     fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
-        ticket: Option<&'a str>,
+        kind: LockKind,
+        queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
-        self.store.subscribe(keys, claim, ticket)
+        self.store.subscribe(keys, kind, queued_owner)
     }
 
     fn answers_in_place(&self) -> bool {

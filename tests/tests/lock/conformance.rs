@@ -413,7 +413,7 @@ pub async fn wait_timeout_names_the_key(store: TestStore) {
     assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(300) + SLACK);
     assert!(matches!(err, LockError::WaitTimeout { ref key, .. } if key == "orders/7"));
     assert!(err.to_string().contains("`orders/7`"), "{err}");
-    // A waiter with a ticket in the store (etcd, ZooKeeper) withdrew it
+    // A waiter with a queue entry in the store (etcd, ZooKeeper) withdrew it
     // before the error came back, so the next to ask is not behind it.
     let tickets = u64::from(store.plain_locks_queue());
     assert_eq!(counts.releases(), tickets, "ticket not withdrawn in time");
@@ -457,7 +457,7 @@ pub async fn cancellation_leaves_no_lock(store: TestStore) {
         tasks.push(tokio::spawn(async move {
             let key = format!("cancel:{}", i % 4);
             // Every kind, given up at varying points: while queued (a fair
-            // lock's ticket, a writer's mark), while at the store, or right
+            // lock's queue entry, a writer's mark), while at the store, or right
             // after acquiring.
             let kind = kinds[(i / 4) as usize % kinds.len()];
             let budget = Duration::from_micros(50 + (i * 997) % 3000);

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::held_checks::delete_entry;
 use super::leases::Lease;
 use super::queue::{Names, take_place, take_segment};
-use super::{EtcdBackend, Gone, Placed, reaping};
+use super::{EtcdBackend, Placed, TryFailed, reaping};
 use crate::backend::queued::Entry;
 use crate::backend::{Attempt, Grant, LockKind};
 use crate::keys::StoredKeys;
@@ -20,15 +20,15 @@ impl EtcdBackend {
     pub(super) async fn enqueue(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         let shared = &self.shared;
         let started = Instant::now();
-        let names = Names::of(keys, claim, owner);
+        let names = Names::of(keys, kind, owner);
         self.reaper();
-        // A ticket asked for again stays under its own lease.
+        // A queue entry asked for again stays under its own lease.
         let mut lease = match shared.held.get(&names.entry) {
             Some(entry) => entry.lease,
             None => shared.leases.for_ttl(ttl).await?,
@@ -37,16 +37,16 @@ impl EtcdBackend {
         // than its ttl) is replaced once; its entries went with it.
         for retry in [false, true] {
             match self
-                .acquire_under(&names, claim, owner, &lease, started)
+                .acquire_under(&names, kind, owner, &lease, started)
                 .await
             {
-                Err(Gone::Lease) if !retry => {
+                Err(TryFailed::LeaseGone) if !retry => {
                     shared.leases.forget(&lease);
                     shared.held.take(&names.entry);
                     lease = shared.leases.for_ttl(ttl).await?;
                 }
-                Err(Gone::Lease) => break,
-                Err(Gone::Store(err)) => return Err(err),
+                Err(TryFailed::LeaseGone) => break,
+                Err(TryFailed::Store(err)) => return Err(err),
                 Ok(attempt) => return Ok(attempt),
             }
         }
@@ -57,17 +57,17 @@ impl EtcdBackend {
     async fn acquire_under(
         &self,
         names: &Names,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         lease: &Arc<Lease>,
         started: Instant,
-    ) -> Result<Attempt, Gone> {
+    ) -> Result<Attempt, TryFailed> {
         let shared = &self.shared;
         let (client, timeout) = (&shared.client, shared.timeout);
         if shared.held.is_reaping(&names.entry) {
-            return Err(Gone::Store(reaping()));
+            return Err(TryFailed::Store(reaping()));
         }
-        let segment = matches!(claim, LockKind::Segment { .. });
+        let segment = matches!(kind, LockKind::Segment { .. });
         if !segment && shared.held.get(&names.entry).is_none() {
             // Recorded before the put is sent: a put that lands after its
             // acquire gave up is still deleted, at its ttl at the latest.
@@ -78,26 +78,26 @@ impl EtcdBackend {
                 expires: started + lease.ttl,
             };
             if !shared.held.put(names.entry.clone(), pending) {
-                return Err(Gone::Store(reaping()));
+                return Err(TryFailed::Store(reaping()));
             }
         }
         // The keep-alive goes with the put: the entry then lives a full
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
-        let (place, alive) = match claim {
+        let (place, alive) = match kind {
             LockKind::Segment { of } => {
                 let take = take_segment(client, timeout, &names.base, of, owner, lease.id);
                 let (segment, alive) = tokio::join!(take, alive);
-                let placed = segment.map_err(Gone::from)?.map(|segment| {
+                let placed = segment.map_err(TryFailed::from)?.map(|segment| {
                     let index = segment.index;
                     (Placed::from(segment), Some(index))
                 });
                 (placed, alive)
             }
             _ => {
-                let take = take_place(client, timeout, names, claim, lease.id);
+                let take = take_place(client, timeout, names, kind, lease.id);
                 let (place, alive) = tokio::join!(take, alive);
-                let place = place.map_err(Gone::from)?;
+                let place = place.map_err(TryFailed::from)?;
                 let placed = Placed {
                     stored: names.entry.clone(),
                     revision: place.revision,
@@ -110,7 +110,7 @@ impl EtcdBackend {
         };
         let Some((placed, segment)) = place else {
             return match alive {
-                Ok(false) => Err(Gone::Lease),
+                Ok(false) => Err(TryFailed::LeaseGone),
                 _ => Ok(Attempt::Held { remaining: None }),
             };
         };
@@ -124,7 +124,7 @@ impl EtcdBackend {
         // Recorded before anything else can fail: if nothing releases the
         // entry, the reaper deletes it at its ttl.
         if !shared.held.put(names.entry.clone(), entry) {
-            return Err(Gone::Store(reaping()));
+            return Err(TryFailed::Store(reaping()));
         }
         if placed.lease != lease.id {
             // Put under a lease this backend no longer keeps (by a send
@@ -132,20 +132,20 @@ impl EtcdBackend {
             shared.held.take(&names.entry);
             let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
             let err = StoreError::new("the entry was under an abandoned lease", true);
-            return Err(Gone::Store(err));
+            return Err(TryFailed::Store(err));
         }
         match alive {
             Ok(true) => {}
-            Ok(false) => return Err(Gone::Lease),
+            Ok(false) => return Err(TryFailed::LeaseGone),
             // The entry stands: whoever gives up on it releases it.
-            Err(err) => return Err(Gone::Store(err.unknown(true))),
+            Err(err) => return Err(TryFailed::Store(err.unknown(true))),
         }
         let Ok(token) = u64::try_from(placed.token) else {
             let err = StoreError::permanent("etcd answered a negative revision");
-            return Err(Gone::Store(err));
+            return Err(TryFailed::Store(err));
         };
         if !placed.holds {
-            // Asked again well within the ticket's ttl, which keeps it.
+            // Asked again well within the queue entry's ttl, which keeps it.
             return Ok(Attempt::Queued {
                 remaining: Some(ttl / 3),
             });

@@ -6,7 +6,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::errors::bounded;
-use crate::backend::queued::Round;
+use crate::backend::queued::BatchWork;
 use crate::store_error::StoreError;
 
 /// Deletes the entry `stored` if it is still the one of `revision` (any,
@@ -31,7 +31,7 @@ pub(super) async fn delete_entry(
 /// Whether held entries still stand, for renewals: one read for every
 /// renewal due at once (at most etcd's default of 128 operations per
 /// transaction).
-pub(super) struct Standing {
+pub(super) struct HeldCheck {
     pub(super) client: Client,
     pub(super) timeout: Duration,
 }
@@ -39,7 +39,7 @@ pub(super) struct Standing {
 /// Most operations etcd takes in one transaction by default.
 pub(super) const MAX_TXN_OPS: usize = 128;
 
-impl Round for Standing {
+impl BatchWork for HeldCheck {
     /// An entry's key and create revision.
     type Ask = (String, i64);
     type Answer = Result<bool, StoreError>;

@@ -37,7 +37,7 @@ fn bases(keys: &StoredKeys) -> [String; 5] {
         LockKind::Permit { of: 1 },
         LockKind::Segment { of: 1 },
     ];
-    kinds.map(|claim| Names::of(keys, claim, "").base)
+    kinds.map(|kind| Names::of(keys, kind, "").base)
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -47,30 +47,30 @@ fn text(bytes: &[u8]) -> String {
 /// A holder's entry: its kind, owner and entry.
 type Found<'a> = (LockKind, String, &'a KeyValue);
 
-/// The holders among `entries` of a queue (sorted by create revision) of
-/// the kind at `base`; adds the others to `waiters`.
+/// The holders among `entries` of a queue (sorted by create revision): the
+/// queue of the `at`th kind, at `base`; adds the others to `waiters`.
 fn holders_of<'a>(
-    kind: usize,
+    at: usize,
     base: &str,
     entries: &'a [KeyValue],
     waiters: &mut usize,
 ) -> Vec<Found<'a>> {
     let name = |kv: &KeyValue| text(&kv.key()[base.len().min(kv.key().len())..]);
     let mut held = Vec::new();
-    // The queues' entries as the acquire reads them: its claim, owner.
+    // The queues' entries as the acquire reads them: its kind, owner.
     let queued = |kv: &KeyValue| -> (LockKind, String) {
-        match kind {
+        match at {
             0 => (LockKind::Exclusive, name(kv)),
             1 => (LockKind::Fair, name(kv)),
             2 => {
                 let entry = name(kv);
                 let (tag, owner) = entry.split_once('/').unwrap_or(("", &entry));
-                let claim = if tag == "w" {
+                let kind = if tag == "w" {
                     LockKind::Write
                 } else {
                     LockKind::Read
                 };
-                (claim, owner.to_owned())
+                (kind, owner.to_owned())
             }
             _ => {
                 let of: u32 = text(kv.value()).parse().unwrap_or(0);
@@ -78,13 +78,13 @@ fn holders_of<'a>(
             }
         }
     };
-    match kind {
+    match at {
         0..=3 => {
             let entries: Vec<_> = entries.iter().map(|kv| (queued(kv), kv)).collect();
-            for (i, ((claim, owner), kv)) in entries.iter().enumerate() {
-                let ahead = entries[..i].iter().map(|((claim, _), _)| *claim);
-                if admission::holds(*claim, ahead) {
-                    held.push((*claim, owner.clone(), *kv));
+            for (i, ((kind, owner), kv)) in entries.iter().enumerate() {
+                let ahead = entries[..i].iter().map(|((kind, _), _)| *kind);
+                if admission::holds(*kind, ahead) {
+                    held.push((*kind, owner.clone(), *kv));
                 } else {
                     *waiters += 1;
                 }
@@ -122,16 +122,16 @@ impl Operators for EtcdBackend {
         let mut inspection = Inspection::new(keys.user());
         let mut waiters = 0;
         let mut found = Vec::new();
-        for (kind, response) in reply.op_responses().into_iter().enumerate() {
+        for (at, response) in reply.op_responses().into_iter().enumerate() {
             let TxnOpResponse::Get(got) = response else {
                 return Err(StoreError::new("etcd answered a read with a write", false));
             };
-            let held = holders_of(kind, &bases[kind.min(4)], got.kvs(), &mut waiters);
-            found.extend(held.into_iter().map(|(claim, owner, kv)| {
-                let segment = (kind == 4)
+            let held = holders_of(at, &bases[at.min(4)], got.kvs(), &mut waiters);
+            found.extend(held.into_iter().map(|(kind, owner, kv)| {
+                let segment = (at == 4)
                     .then(|| text(&kv.key()[bases[4].len()..]).parse().ok())
                     .flatten();
-                (claim, owner, kv.mod_revision(), kv.lease(), segment)
+                (kind, owner, kv.mod_revision(), kv.lease(), segment)
             }));
         }
         // One question per lease: a Locker's holders share theirs.
@@ -145,9 +145,9 @@ impl Operators for EtcdBackend {
                 remaining.insert(lease, left);
             }
         }
-        for (claim, owner, token, lease, segment) in found {
+        for (kind, owner, token, lease, segment) in found {
             let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
-            let mut holder = Holder::new(claim, owner, token);
+            let mut holder = Holder::new(kind, owner, token);
             if let Some(Some(left)) = remaining.get(&lease) {
                 holder = holder.remaining(*left);
             }

@@ -11,7 +11,7 @@ use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
 use super::errors::{bounded, store_error};
-use crate::backend::queued::{Leased, Round, RoundsTask};
+use crate::backend::queued::{BatchWork, LazyBatchRunner, Leased};
 use crate::deadline::drift;
 use crate::store_error::StoreError;
 
@@ -39,7 +39,7 @@ pub(super) struct Lease {
     client: Client,
     timeout: Duration,
     /// Its keeper task; every asker of a round gets the same answer.
-    keep_alive: RoundsTask<KeepAlive>,
+    keep_alive: LazyBatchRunner<KeepAlive>,
 }
 
 /// What is known of a lease's life.
@@ -103,7 +103,7 @@ impl Leases {
             times,
             client: self.client.clone(),
             timeout: self.timeout,
-            keep_alive: RoundsTask::new(usize::MAX),
+            keep_alive: LazyBatchRunner::new(usize::MAX),
         });
         self.map().insert(seconds, Arc::clone(&lease));
         Ok(lease)
@@ -210,7 +210,7 @@ impl KeepAlive {
     }
 }
 
-impl Round for KeepAlive {
+impl BatchWork for KeepAlive {
     type Ask = ();
     type Answer = Result<bool, StoreError>;
 

@@ -28,10 +28,10 @@ use etcd_client::Client;
 use tokio::time::Instant;
 
 use self::errors::lease_gone;
-use self::held_checks::{MAX_TXN_OPS, Standing, delete_entry};
+use self::held_checks::{HeldCheck, MAX_TXN_OPS, delete_entry};
 use self::leases::{Lease, Leases};
 use self::queue::{Names, find_segment};
-use super::queued::{self, Entry, Held, RoundsTask};
+use super::queued::{self, Entry, Held, LazyBatchRunner};
 use super::{Attempt, LockKind, ReleaseSignal, Store};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
@@ -55,7 +55,7 @@ struct Shared {
     leases: Leases,
     held: Arc<Held<Lease>>,
     /// The task that checks held entries for renewals.
-    standing: RoundsTask<Standing>,
+    standing: LazyBatchRunner<HeldCheck>,
     /// The reaper task (see [`held`]), likewise.
     reaper: Mutex<Option<tokio::task::AbortHandle>>,
     description: String,
@@ -69,7 +69,7 @@ impl EtcdBackend {
                 client,
                 timeout,
                 held: Arc::default(),
-                standing: RoundsTask::new(MAX_TXN_OPS),
+                standing: LazyBatchRunner::new(MAX_TXN_OPS),
                 reaper: Mutex::default(),
                 description,
             }),
@@ -128,17 +128,17 @@ impl From<queue::Segment> for Placed {
 }
 
 /// Why one try under a lease failed.
-enum Gone {
+enum TryFailed {
     /// The lease is gone: try once more under a new one.
-    Lease,
+    LeaseGone,
     Store(StoreError),
 }
 
-impl From<StoreError> for Gone {
+impl From<StoreError> for TryFailed {
     fn from(err: StoreError) -> Self {
         match lease_gone(&err) {
-            true => Gone::Lease,
-            false => Gone::Store(err),
+            true => TryFailed::LeaseGone,
+            false => TryFailed::Store(err),
         }
     }
 }
@@ -164,28 +164,28 @@ impl Store for EtcdBackend {
     async fn acquire(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
-        self.enqueue(keys, claim, owner, ttl).await
+        self.enqueue(keys, kind, owner, ttl).await
     }
 
     async fn renew(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         _ttl: Duration,
     ) -> Result<bool, StoreError> {
         let started = Instant::now();
-        let names = Names::of(keys, claim, owner);
+        let names = Names::of(keys, kind, owner);
         let Some(entry) = self.shared.held.extend(&names.entry) else {
             return Ok(false);
         };
         self.reaper();
         let shared = &self.shared;
-        let standing = || Standing {
+        let standing = || HeldCheck {
             client: shared.client.clone(),
             timeout: shared.timeout,
         };
@@ -194,7 +194,7 @@ impl Store for EtcdBackend {
         let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
         match (alive, stands) {
             (Ok(true), Ok(true)) => Ok(true),
-            // Gone is gone, whatever the other answer.
+            // TryFailed is gone, whatever the other answer.
             (Ok(false), _) | (_, Ok(false)) => Ok(false),
             (Err(err), _) | (_, Err(err)) => Err(err),
         }
@@ -203,11 +203,11 @@ impl Store for EtcdBackend {
     async fn release(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let shared = &self.shared;
-        let names = Names::of(keys, claim, owner);
+        let names = Names::of(keys, kind, owner);
         let taken = shared.held.take(&names.entry);
         if let Some(entry) = taken {
             let deleted = delete_entry(
@@ -225,7 +225,7 @@ impl Store for EtcdBackend {
             }
             return deleted;
         }
-        let (stored, revision) = match claim {
+        let (stored, revision) = match kind {
             LockKind::Segment { .. } => {
                 match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
                     Some((stored, revision)) => (stored, Some(revision)),
@@ -249,16 +249,16 @@ impl Store for EtcdBackend {
     async fn subscribe(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
-        ticket: Option<&str>,
+        kind: LockKind,
+        queued_owner: Option<&str>,
     ) -> Result<ReleaseSignal, StoreError> {
         let shared = &self.shared;
         let (client, timeout) = (shared.client.clone(), shared.timeout);
-        let names = Names::of(keys, claim, ticket.unwrap_or(""));
-        let entry = ticket.and_then(|_| shared.held.get(&names.entry));
+        let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
+        let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
         match entry {
-            Some(entry) => waiting::turn_of(client, timeout, names, claim, entry.revision).await,
-            None => waiting::deletes_under(client, timeout, names.ahead(claim)).await,
+            Some(entry) => waiting::turn_of(client, timeout, names, kind, entry.revision).await,
+            None => waiting::deletes_under(client, timeout, names.ahead(kind)).await,
         }
     }
 

@@ -18,34 +18,34 @@ use crate::backend::queued::{admission, spread};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
-/// Where a claim's entries are, and what an entry is called.
+/// Where a kind's entries are, and what an entry is called.
 pub(super) struct Names {
-    /// The prefix of every entry of the claim's kind on the key.
+    /// The prefix of every entry of the kind on the key.
     pub(super) base: String,
-    /// The entry of this acquisition (the ticket name, for a segment).
+    /// The entry of this acquisition (the queue entry name, for a segment).
     pub(super) entry: String,
 }
 
 impl Names {
-    /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
+    /// The names of `owner`'s acquisition of `kind` on `keys`. Each kind
     /// is a lock of its own, as on Redis; a read-write lock's readers and
     /// writers share one prefix, in sub-prefixes of their own.
-    pub(super) fn of(keys: &StoredKeys, claim: LockKind, owner: &str) -> Self {
-        let base = keys.of_kind(claim) + "/";
-        let entry = match claim {
+    pub(super) fn of(keys: &StoredKeys, kind: LockKind, owner: &str) -> Self {
+        let base = keys.of_kind(kind) + "/";
+        let entry = match kind {
             LockKind::Read => format!("{base}r/{owner}"),
             LockKind::Write => format!("{base}w/{owner}"),
-            // Segments are stored as `<base><segment>`; this names the ticket.
+            // Segments are stored as `<base><segment>`; this names the queue entry.
             LockKind::Segment { .. } => format!("{base}owner/{owner}"),
             _ => format!("{base}{owner}"),
         };
         Names { base, entry }
     }
 
-    /// The entries a waiter of `claim` waits for: all of the kind's, or a
+    /// The entries a waiter of `kind` waits for: all of the kind's, or a
     /// reader only the writers'.
-    pub(super) fn ahead(&self, claim: LockKind) -> String {
-        match claim {
+    pub(super) fn ahead(&self, kind: LockKind) -> String {
+        match kind {
             LockKind::Read => format!("{}w/", self.base),
             _ => self.base.clone(),
         }
@@ -68,7 +68,7 @@ pub(super) async fn take_place(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: LockKind,
+    kind: LockKind,
     lease: i64,
 ) -> Result<Place, StoreError> {
     let first = GetOptions::new()
@@ -76,11 +76,11 @@ pub(super) async fn take_place(
         .with_sort(SortTarget::Create, SortOrder::Ascend);
     // The entries that decide: the first of the kind (or, for a reader,
     // the first writer), or the first N for N permits.
-    let (value, limit) = match claim {
+    let (value, limit) = match kind {
         LockKind::Permit { of } => (of.to_string(), i64::from(of)),
         _ => (String::new(), 1),
     };
-    let deciding = TxnOp::get(names.ahead(claim), Some(first.with_limit(limit)));
+    let deciding = TxnOp::get(names.ahead(kind), Some(first.with_limit(limit)));
     let mine = TxnOp::get(names.entry.as_str(), None);
     let put = TxnOp::put(
         names.entry.as_str(),
@@ -112,7 +112,7 @@ pub(super) async fn take_place(
         ));
     };
     let deciding = deciding.kvs();
-    if let LockKind::Permit { of } = claim
+    if let LockKind::Permit { of } = kind
         && let Some(stored) = disagreeing(deciding, of)
     {
         if reply.succeeded() {
@@ -129,13 +129,13 @@ pub(super) async fn take_place(
         .iter()
         .filter(|kv| kv.create_revision() < me.create_revision())
         .map(|_| {
-            if claim == LockKind::Read {
+            if kind == LockKind::Read {
                 LockKind::Write
             } else {
-                claim
+                kind
             }
         });
-    let holds = admission::holds(claim, ahead);
+    let holds = admission::holds(kind, ahead);
     Ok(Place {
         revision: me.create_revision(),
         token: me.mod_revision(),

@@ -37,12 +37,12 @@ pub(super) async fn turn_of(
     client: Client,
     timeout: Duration,
     names: Names,
-    claim: LockKind,
+    kind: LockKind,
     revision: i64,
 ) -> Result<ReleaseSignal, StoreError> {
     // The first look and watch are made here, so that a store that fails
     // is told (and waited out by the waiter), not looped on.
-    let first = behind(&client, timeout, &names, claim, revision).await?;
+    let first = behind(&client, timeout, &names, kind, revision).await?;
     let mut watching = watch_for(&client, timeout, first).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
@@ -58,7 +58,7 @@ pub(super) async fn turn_of(
             if deleted(stream).await.is_err() {
                 return;
             }
-            let next = behind(&client, timeout, &names, claim, revision).await;
+            let next = behind(&client, timeout, &names, kind, revision).await;
             match next {
                 Ok(next) => match watch_for(&client, timeout, next).await {
                     Ok(next) => watching = next,
@@ -116,7 +116,7 @@ async fn behind(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: LockKind,
+    kind: LockKind,
     revision: i64,
 ) -> Result<Behind, StoreError> {
     // The entries created before the waiter's, newest first (etcd sorts
@@ -127,11 +127,11 @@ async fn behind(
         .with_sort(SortTarget::Create, SortOrder::Descend)
         .with_keys_only();
     // One of N permits waits while N are before it; others while any is.
-    let enough = match claim {
+    let enough = match kind {
         LockKind::Permit { of } => i64::from(of),
         _ => 1,
     };
-    let ahead = names.ahead(claim);
+    let ahead = names.ahead(kind);
     let before = before.with_limit(enough);
     let reply = bounded(
         timeout,
@@ -141,7 +141,7 @@ async fn behind(
     .await?;
     let seen = reply.header().map_or(0, |h| h.revision());
     let kvs = reply.kvs();
-    Ok(match (claim, kvs.first()) {
+    Ok(match (kind, kvs.first()) {
         _ if (kvs.len() as i64) < enough => Behind::Nothing,
         // Any of them may go first.
         (LockKind::Permit { .. }, _) => Behind::Delete {

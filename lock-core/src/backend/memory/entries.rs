@@ -1,5 +1,5 @@
 //! The kinds of lock beside the exclusive lease (fair queues, read-write
-//! locks, semaphores, striped locks): each keeps the leases and tickets of
+//! locks, semaphores, striped locks): each keeps the leases and queue entries of
 //! one key as [`Entries`], in a map of its own, so that two kinds of lock
 //! on one key stay two locks.
 
@@ -14,18 +14,18 @@ use crate::keys::{KeyMap, StoredKeys};
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
-/// The leases (and tickets) one kind of lock keeps on one key.
+/// The leases (and queue entries) one kind of lock keeps on one key.
 pub(super) trait Entries {
-    /// Nothing held yet, for `claim`.
-    fn new(claim: LockKind) -> Self
+    /// Nothing held yet, for `kind`.
+    fn new(kind: LockKind) -> Self
     where
         Self: Sized;
 
-    /// Takes a lease of `claim` for `owner` (its own again, restarted, if
+    /// Takes a lease of `kind` for `owner` (its own again, restarted, if
     /// it holds one), minting with `mint`; or queues, or says held.
     fn acquire(
         &mut self,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -35,14 +35,14 @@ pub(super) trait Entries {
     /// Extends `owner`'s live lease; `false` if it has none.
     fn renew(&mut self, owner: &str, ttl: Duration, now: Instant) -> bool;
 
-    /// Ends `owner`'s live lease or withdraws its ticket.
+    /// Ends `owner`'s live lease or withdraws its queue entry.
     fn release(&mut self, owner: &str, now: Instant) -> Released;
 
     /// Forgets what has expired; `true` if nothing is left.
     fn sweep(&mut self, now: Instant) -> bool;
 
     /// Adds the live holders to `out` (`segments`: a striped lock's map);
-    /// returns the live tickets of waiters.
+    /// returns the live queue entries of waiters.
     fn inspect(&self, now: Instant, segments: bool, out: &mut Vec<Holder>) -> usize;
 }
 
@@ -68,19 +68,19 @@ pub(super) fn renew_holder<H>(
 /// What a release did.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Released {
-    /// The owner had a live lease or ticket, now gone.
+    /// The owner had a live lease or queue entry, now gone.
     pub(super) had: bool,
     /// Some waiter may now proceed: publish a release.
     pub(super) wakes: bool,
 }
 
 impl State {
-    /// Runs `op` on the entries of `claim` on `keys` (made first when
+    /// Runs `op` on the entries of `kind` on `keys` (made first when
     /// `create`; `None` if there are none), and drops them once empty.
     pub(super) fn on_entries<R>(
         &mut self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         create: bool,
         now: Instant,
         op: impl FnOnce(&mut dyn Entries, &mut dyn FnMut() -> FencingToken) -> R,
@@ -99,11 +99,11 @@ impl State {
         };
         let on = Site {
             keys,
-            claim,
+            kind,
             create,
             now,
         };
-        match claim {
+        match kind {
             LockKind::Fair => on.run(fair, &mut mint, op),
             LockKind::Read | LockKind::Write => on.run(rw, &mut mint, op),
             LockKind::Permit { .. } => on.run(permits, &mut mint, op),
@@ -124,7 +124,7 @@ impl State {
 /// Where [`State::on_entries`] works.
 struct Site<'a> {
     keys: &'a StoredKeys,
-    claim: LockKind,
+    kind: LockKind,
     create: bool,
     now: Instant,
 }
@@ -138,7 +138,7 @@ impl Site<'_> {
     ) -> Option<R> {
         let entries = if self.create {
             map.entry(self.keys.clone())
-                .or_insert_with(|| T::new(self.claim))
+                .or_insert_with(|| T::new(self.kind))
         } else {
             map.get_mut(self.keys)?
         };

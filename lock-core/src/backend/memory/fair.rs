@@ -1,4 +1,4 @@
-//! Fair locks in the memory store: tickets in arrival order, the first
+//! Fair locks in the memory store: queue entries in arrival order, the first
 //! one holds.
 
 use std::collections::VecDeque;
@@ -14,18 +14,18 @@ use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// The queue of one key: the holder (if any) first, then the waiters'
-/// tickets in the order they first asked.
+/// queue entries in the order they first asked.
 #[derive(Debug, Default)]
 pub(super) struct FairQueue {
-    entries: VecDeque<Ticket>,
+    entries: VecDeque<FairEntry>,
 }
 
 #[derive(Debug)]
-struct Ticket {
+struct FairEntry {
     owner: HeldBy,
-    /// A ticket lapses unless its waiter asks again; a lease unless renewed.
+    /// A entry lapses unless its waiter asks again; a lease unless renewed.
     expires: Instant,
-    /// Minted when the ticket came first: it then holds the lock.
+    /// Minted when the entry came first: it then holds the lock.
     token: Option<FencingToken>,
 }
 
@@ -42,11 +42,11 @@ impl Entries for FairQueue {
     fn inspect(&self, now: Instant, _: bool, out: &mut Vec<Holder>) -> usize {
         let live = self.entries.iter().filter(|t| t.expires > now);
         let mut waiters = 0;
-        for ticket in live {
-            match ticket.token {
+        for entry in live {
+            match entry.token {
                 Some(token) => out.push(
-                    Holder::new(LockKind::Fair, ticket.owner.as_str(), token)
-                        .remaining(ticket.expires - now),
+                    Holder::new(LockKind::Fair, entry.owner.as_str(), token)
+                        .remaining(entry.expires - now),
                 ),
                 None => waiters += 1,
             }
@@ -66,7 +66,7 @@ impl Entries for FairQueue {
         let at = match self.entries.iter().position(|t| t.owner.is(owner)) {
             Some(at) => at,
             None => {
-                self.entries.push_back(Ticket {
+                self.entries.push_back(FairEntry {
                     owner: HeldBy::new(owner),
                     expires: now,
                     token: None,
@@ -80,7 +80,7 @@ impl Entries for FairQueue {
             return Ok(Attempt::Acquired(Grant::new(token, ttl)));
         }
         // Ask again when one ahead could lapse, and halfway through the
-        // ticket's own lease at the latest.
+        // entry's own lease at the latest.
         let ahead = self.entries.iter().take(at).map(|t| t.expires).min();
         let until_ahead = ahead.map_or(ttl, |a| a.saturating_duration_since(now));
         let remaining = (ttl / 2).min(until_ahead);
@@ -106,7 +106,7 @@ impl Entries for FairQueue {
             return Released::default();
         };
         let had = self.entries.remove(at).is_some_and(|t| t.expires > now);
-        // The first place freed: the next ticket may take it.
+        // The first place freed: the next entry may take it.
         Released {
             had,
             wakes: had && at == 0,

@@ -23,7 +23,7 @@ impl State {
         kinds.contains(&true)
     }
 
-    /// The live holders and tickets of every kind of lock on `keys`.
+    /// The live holders and queue entries of every kind of lock on `keys`.
     fn inspect(&self, keys: &StoredKeys, now: Instant) -> Inspection {
         let mut seen = Inspection::new(keys.user());
         if let Some(lease) = self.leases.get(keys).filter(|l| l.expires > now) {

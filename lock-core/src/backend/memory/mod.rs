@@ -242,32 +242,32 @@ impl MemoryBackend {
     fn acquire_entry(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
         state.sweep_if_due(now);
-        let attempt = state.on_entries(keys, claim, true, now, |entries, mint| {
-            entries.acquire(claim, owner, ttl, now, mint)
+        let attempt = state.on_entries(keys, kind, true, now, |entries, mint| {
+            entries.acquire(kind, owner, ttl, now, mint)
         });
-        attempt.unwrap_or_else(|| Err(StoreError::unsupported(claim)))
+        attempt.unwrap_or_else(|| Err(StoreError::unsupported(kind)))
     }
 
-    fn renew_entry(&self, keys: &StoredKeys, claim: LockKind, owner: &str, ttl: Duration) -> bool {
+    fn renew_entry(&self, keys: &StoredKeys, kind: LockKind, owner: &str, ttl: Duration) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let renewed = state.on_entries(keys, claim, false, now, |entries, _| {
+        let renewed = state.on_entries(keys, kind, false, now, |entries, _| {
             entries.renew(owner, ttl, now)
         });
         renewed.unwrap_or(false)
     }
 
-    fn release_entry(&self, keys: &StoredKeys, claim: LockKind, owner: &str) -> bool {
+    fn release_entry(&self, keys: &StoredKeys, kind: LockKind, owner: &str) -> bool {
         let now = Instant::now();
         let mut state = self.lock_state(keys);
-        let released = state.on_entries(keys, claim, false, now, |entries, _| {
+        let released = state.on_entries(keys, kind, false, now, |entries, _| {
             entries.release(owner, now)
         });
         let Released { had, wakes } = released.unwrap_or_default();
@@ -287,11 +287,11 @@ impl Backend for MemoryBackend {
     fn try_acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        StoreFuture::ready(match claim {
+        StoreFuture::ready(match kind {
             LockKind::Exclusive => self.acquire_now(keys, owner, ttl),
             other => self.acquire_entry(keys, other, owner, ttl),
         })
@@ -300,11 +300,11 @@ impl Backend for MemoryBackend {
     fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::ready(match claim {
+        StoreFuture::ready(match kind {
             LockKind::Exclusive => self.renew_now(keys, owner, ttl),
             other => Ok(self.renew_entry(keys, other, owner, ttl)),
         })
@@ -313,10 +313,10 @@ impl Backend for MemoryBackend {
     fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> StoreFuture<'a, Result<bool, StoreError>> {
-        StoreFuture::ready(match claim {
+        StoreFuture::ready(match kind {
             LockKind::Exclusive => self.release_now(keys, owner),
             other => Ok(self.release_entry(keys, other, owner)),
         })

@@ -29,9 +29,9 @@ struct Holder {
 }
 
 impl Entries for Permits {
-    fn new(claim: LockKind) -> Self {
+    fn new(kind: LockKind) -> Self {
         Permits {
-            of: count(claim),
+            of: count(kind),
             holders: Vec::new(),
         }
     }
@@ -65,10 +65,10 @@ impl Entries for Permits {
         self.holders.is_empty()
     }
 
-    /// Takes one of the claim's permits or segments for `owner`.
+    /// Takes one of the kind's permits or segments for `owner`.
     fn acquire(
         &mut self,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -78,17 +78,17 @@ impl Entries for Permits {
         if let Some(mine) = self.holders.iter_mut().find(|h| h.owner.is(owner)) {
             mine.expires = now + ttl;
             return Ok(Attempt::Acquired(grant(
-                claim,
+                kind,
                 mine.token,
                 ttl,
                 mine.segment,
             )));
         }
-        let of = count(claim);
+        let of = count(kind);
         if self.holders.is_empty() {
             self.of = of;
         } else if self.of != of {
-            let what = match claim {
+            let what = match kind {
                 LockKind::Segment { .. } => "segments",
                 _ => "permits",
             };
@@ -109,7 +109,7 @@ impl Entries for Permits {
             expires: now + ttl,
             segment,
         });
-        Ok(Attempt::Acquired(grant(claim, token, ttl, segment)))
+        Ok(Attempt::Acquired(grant(kind, token, ttl, segment)))
     }
 
     fn renew(&mut self, owner: &str, ttl: Duration, now: Instant) -> bool {
@@ -128,16 +128,16 @@ impl Entries for Permits {
     }
 }
 
-/// The number of permits or segments `claim` names.
-fn count(claim: LockKind) -> u32 {
-    match claim {
+/// The number of permits or segments `kind` names.
+fn count(kind: LockKind) -> u32 {
+    match kind {
         LockKind::Permit { of } | LockKind::Segment { of } => of,
         _ => 1,
     }
 }
 
-fn grant(claim: LockKind, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
-    match claim {
+fn grant(kind: LockKind, token: FencingToken, ttl: Duration, segment: u32) -> Grant {
+    match kind {
         LockKind::Segment { .. } => Grant::new(token, ttl).with_segment(segment),
         _ => Grant::new(token, ttl),
     }

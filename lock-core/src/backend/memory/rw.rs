@@ -15,7 +15,7 @@ use crate::token::FencingToken;
 #[derive(Debug, Default)]
 pub(super) struct ReadWrite {
     holders: Vec<Holder>,
-    /// A writer's ticket: while it stands, no new reader is let in.
+    /// A writer's queue entry: while it stands, no new reader is let in.
     writer_waiting: Option<(HeldBy, Instant)>,
 }
 
@@ -74,7 +74,7 @@ impl Entries for ReadWrite {
 
     fn acquire(
         &mut self,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
         now: Instant,
@@ -85,7 +85,7 @@ impl Entries for ReadWrite {
             mine.expires = now + ttl;
             return Ok(Attempt::Acquired(Grant::new(mine.token, ttl)));
         }
-        let writes = claim == LockKind::Write;
+        let writes = kind == LockKind::Write;
         let other_writer_waits = match &self.writer_waiting {
             Some((waiting, at)) => (!waiting.is(owner)).then_some(*at),
             None => None,

@@ -4,14 +4,14 @@
 
 use crate::kind::LockKind;
 
-/// Whether an entry of `claim` holds behind `ahead`, the claims of the
+/// Whether an entry of `kind` holds behind `ahead`, the kinds of the
 /// entries created before it in its kind's queue: a reader when no writer
 /// is ahead; one of `of` permits when fewer than `of` entries are ahead;
 /// every other kind (plain, fair, write, a segment's queue) at the front.
-pub(crate) fn holds(claim: LockKind, ahead: impl IntoIterator<Item = LockKind>) -> bool {
+pub(crate) fn holds(kind: LockKind, ahead: impl IntoIterator<Item = LockKind>) -> bool {
     let mut ahead = ahead.into_iter();
-    match claim {
-        LockKind::Read => !ahead.any(|claim| claim == LockKind::Write),
+    match kind {
+        LockKind::Read => !ahead.any(|kind| kind == LockKind::Write),
         LockKind::Permit { of } => ahead.count() < of as usize,
         _ => ahead.next().is_none(),
     }
@@ -32,26 +32,22 @@ mod tests {
 
     #[test]
     fn the_head_of_every_queue_holds() {
-        for claim in KINDS {
-            assert!(holds(claim, []), "{claim:?} at the front");
+        for kind in KINDS {
+            assert!(holds(kind, []), "{kind:?} at the front");
         }
     }
 
     #[test]
     fn behind_one_entry_only_readers_of_readers_and_permits_hold() {
-        for claim in KINDS {
+        for kind in KINDS {
             for ahead in KINDS {
-                let expected = match (claim, ahead) {
+                let expected = match (kind, ahead) {
                     (LockKind::Read, LockKind::Write) => false,
                     (LockKind::Read, _) => true,
                     (LockKind::Permit { .. }, _) => true,
                     _ => false,
                 };
-                assert_eq!(
-                    holds(claim, [ahead]),
-                    expected,
-                    "{claim:?} behind {ahead:?}"
-                );
+                assert_eq!(holds(kind, [ahead]), expected, "{kind:?} behind {ahead:?}");
             }
         }
     }

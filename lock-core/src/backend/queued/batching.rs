@@ -1,4 +1,4 @@
-//! [`Rounds`]: requests that arrive while one is on its way go together in
+//! [`BatchRunner`]: requests that arrive while one is on its way go together in
 //! the next. Renewals that come due together then share a keep-alive and
 //! a read instead of a call each.
 
@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::store_error::StoreError;
 
 /// Work done for many askers at once.
-pub(crate) trait Round: Send + 'static {
+pub(crate) trait BatchWork: Send + 'static {
     /// What one asker asks.
     type Ask: Send + 'static;
     /// What one asker is answered.
@@ -21,22 +21,22 @@ pub(crate) trait Round: Send + 'static {
     fn run(&mut self, asks: Vec<Self::Ask>) -> impl Future<Output = Vec<Self::Answer>> + Send;
 }
 
-/// A task running one [`Round`] at a time for everyone who asked since the
-/// last one began; it ends when every clone of the `Rounds` is dropped, or
+/// A task running one [`BatchWork`] at a time for everyone who asked since the
+/// last one began; it ends when every clone of the `BatchRunner` is dropped, or
 /// with its runtime.
-pub(crate) struct Rounds<R: Round> {
+pub(crate) struct BatchRunner<R: BatchWork> {
     asks: mpsc::UnboundedSender<(R::Ask, oneshot::Sender<R::Answer>)>,
 }
 
-impl<R: Round> Clone for Rounds<R> {
+impl<R: BatchWork> Clone for BatchRunner<R> {
     fn clone(&self) -> Self {
-        Rounds {
+        BatchRunner {
             asks: self.asks.clone(),
         }
     }
 }
 
-impl<R: Round> Rounds<R> {
+impl<R: BatchWork> BatchRunner<R> {
     /// Starts the task (on the current runtime); a round takes at most
     /// `max` asks.
     pub(crate) fn spawn(mut round: R, max: usize) -> Self {
@@ -58,7 +58,7 @@ impl<R: Round> Rounds<R> {
                 }
             }
         });
-        Rounds { asks }
+        BatchRunner { asks }
     }
 
     /// Whether the task is gone (its runtime shut down): a Locker used on
@@ -76,17 +76,17 @@ impl<R: Round> Rounds<R> {
     }
 }
 
-/// A [`Rounds`] task started when first asked, and started again on the
+/// A [`BatchRunner`] task started when first asked, and started again on the
 /// asking runtime if the one it ran on shut down.
-pub(crate) struct RoundsTask<R: Round> {
-    rounds: Mutex<Option<Rounds<R>>>,
+pub(crate) struct LazyBatchRunner<R: BatchWork> {
+    rounds: Mutex<Option<BatchRunner<R>>>,
     max: usize,
 }
 
-impl<R: Round> RoundsTask<R> {
+impl<R: BatchWork> LazyBatchRunner<R> {
     /// None started yet; rounds take at most `max` asks.
     pub(crate) fn new(max: usize) -> Self {
-        RoundsTask {
+        LazyBatchRunner {
             rounds: Mutex::new(None),
             max,
         }
@@ -105,14 +105,14 @@ impl<R: Round> RoundsTask<R> {
         make: impl FnOnce() -> R,
     ) -> Result<T, StoreError>
     where
-        R: Round<Answer = Result<T, StoreError>>,
+        R: BatchWork<Answer = Result<T, StoreError>>,
     {
         let rounds = {
             let mut rounds = self.rounds.lock().unwrap_or_else(PoisonError::into_inner);
             match &*rounds {
                 Some(running) if !running.is_closed() => running.clone(),
                 _ => {
-                    let started = Rounds::spawn(make(), self.max);
+                    let started = BatchRunner::spawn(make(), self.max);
                     *rounds = Some(started.clone());
                     started
                 }

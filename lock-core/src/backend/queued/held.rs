@@ -1,5 +1,5 @@
 //! What a backend has in its store: the entry of each lock it holds and of
-//! each ticket it waits with, the lease it is under and when it runs out.
+//! each queue entry it waits with, the lease it is under and when it runs out.
 //!
 //! Many locks share one lease (an etcd lease, a ZooKeeper session), which
 //! stays alive as long as any of them is renewed. A lock no longer renewed
@@ -27,7 +27,7 @@ pub(crate) trait Leased: Send + Sync + 'static {
 /// How long a failed reaping waits before it is tried again.
 const REAP_RETRY: Duration = Duration::from_secs(1);
 
-/// Entries by ticket name (`<base><owner>`, which names one acquisition).
+/// Entries by queue entry name (`<base><owner>`, which names one acquisition).
 pub(crate) struct Held<L> {
     table: Mutex<Table<L>>,
     /// An entry was added (the reaper may have to wake sooner), or the
@@ -49,7 +49,7 @@ pub(crate) struct Entry<L> {
     /// a later entry of the same name; 0 while its put has no answer.
     pub(crate) revision: i64,
     pub(crate) lease: Arc<L>,
-    /// When it runs out unless renewed (or asked for again, for a ticket).
+    /// When it runs out unless renewed (or asked for again, for a queue entry).
     pub(crate) expires: Instant,
 }
 

@@ -8,7 +8,7 @@ pub(crate) mod admission;
 mod batching;
 mod held;
 
-pub(crate) use self::batching::{Round, RoundsTask};
+pub(crate) use self::batching::{BatchWork, LazyBatchRunner};
 pub(crate) use self::held::{Delete, Entry, Held, Leased, reap};
 
 /// The segments of `of` in the order `owner` tries them: from one of its

@@ -1,4 +1,4 @@
-//! What Redis holds, for operators: one key's holders and tickets, the
+//! What Redis holds, for operators: one key's holders and queue entries, the
 //! keys held (a `SCAN`, on every master of a cluster) and force-release.
 
 use std::collections::HashSet;

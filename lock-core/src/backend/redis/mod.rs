@@ -167,17 +167,17 @@ fn lock_invocation<'s>(
     invocation
 }
 
-/// A call of the script that renews `owner`'s lease of `claim`.
+/// A call of the script that renews `owner`'s lease of `kind`.
 fn renew_invocation(
     keys: &StoredKeys,
-    claim: LockKind,
+    kind: LockKind,
     owner: &str,
     ttl: Duration,
 ) -> redis::ScriptInvocation<'static> {
-    if claim == LockKind::Exclusive {
+    if kind == LockKind::Exclusive {
         return Operation::Renew(millis(ttl)).invocation(keys, owner);
     }
-    let mut call = ENTRY_RENEW_SCRIPT.key(keys.of_kind(claim));
+    let mut call = ENTRY_RENEW_SCRIPT.key(keys.of_kind(kind));
     call.arg(owner).arg(millis(ttl));
     call
 }
@@ -198,36 +198,36 @@ where
     async fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
-        let reply = match claim {
+        let reply = match kind {
             LockKind::Exclusive => {
                 let operation = Operation::Acquire(millis(ttl));
                 self.lock_operation(operation, keys, owner).await?.reply
             }
             LockKind::Permit { of } | LockKind::Segment { of } => {
-                let (what, answer) = match claim {
+                let (what, answer) = match kind {
                     LockKind::Permit { .. } => ("permits", "t"),
                     _ => ("segments", "s"),
                 };
-                let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.of_kind(claim));
+                let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.of_kind(kind));
                 call.key(fence(keys)).key(keys.lease());
                 call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
                 let reply = self.script(&call).await?.reply;
                 return shared_outcome(reply, ttl, what, of);
             }
             LockKind::Fair | LockKind::Read | LockKind::Write => {
-                let script = match claim {
+                let script = match kind {
                     LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
                     _ => &RW_ACQUIRE_SCRIPT,
                 };
-                let mut call = script.key(keys.of_kind(claim));
+                let mut call = script.key(keys.of_kind(kind));
                 call.key(fence(keys)).key(keys.lease());
                 call.arg(owner).arg(millis(ttl));
-                if claim != LockKind::Fair {
-                    call.arg(if claim == LockKind::Write { "w" } else { "r" });
+                if kind != LockKind::Fair {
+                    call.arg(if kind == LockKind::Write { "w" } else { "r" });
                 }
                 self.script(&call).await?.reply
             }
@@ -238,11 +238,11 @@ where
     async fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let reply: redis::Value = match claim {
+        let reply: redis::Value = match kind {
             LockKind::Exclusive => {
                 let operation = Operation::Renew(millis(ttl));
                 self.lock_operation(operation, keys, owner).await?.reply
@@ -262,16 +262,16 @@ where
     async fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> Result<bool, StoreError> {
-        let sent = match claim {
+        let sent = match kind {
             LockKind::Exclusive => {
                 let release = Operation::Release(self.publish);
                 self.lock_operation(release, keys, owner).await?
             }
             LockKind::Permit { .. } | LockKind::Segment { .. } => {
-                let mut call = PERMIT_RELEASE_SCRIPT.key(keys.of_kind(claim));
+                let mut call = PERMIT_RELEASE_SCRIPT.key(keys.of_kind(kind));
                 call.key(fence(keys)).arg(owner).arg(channel(keys));
                 call.arg(self.publish.command());
                 self.script(&call).await?
@@ -304,16 +304,16 @@ where
         }
     }
 
-    /// A waiter with a ticket (a fair lock's place, a writer's mark) hears
+    /// A waiter with a queue entry (a fair lock's place, a writer's mark) hears
     /// only of its own turn, on a channel of its own (`<channel>:<owner>`),
     /// so that a release wakes the one waiter that may go on.
     async fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         _: LockKind,
-        ticket: Option<&'a str>,
+        queued_owner: Option<&'a str>,
     ) -> Result<ReleaseSignal, StoreError> {
-        match (&self.hub, ticket) {
+        match (&self.hub, queued_owner) {
             (Some(hub), Some(owner)) => hub.subscribe(&format!("{}:{owner}", channel(keys))).await,
             (Some(hub), None) => hub.subscribe(&channel(keys).to_string()).await,
             (None, _) => Err(StoreError::permanent(
@@ -328,14 +328,13 @@ where
     async fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
         wanted: usize,
         within: Duration,
     ) -> Result<usize, StoreError> {
-        self.confirm((keys, claim, owner, ttl), wanted, within)
-            .await
+        self.confirm((keys, kind, owner, ttl), wanted, within).await
     }
 
     fn describe(&self) -> String {

@@ -29,7 +29,7 @@ pub(super) fn other_format(reply: &redis::Value) -> Option<StoreError> {
 
 /// Reads an acquire script's reply: the token's digits when taken, else
 /// the integer `-1 - pttl` of the holder (`0`: a holder without expiry),
-/// or `queued:<ms>` for a ticket that stands (ask again within `ms`).
+/// or `queued:<ms>` for a queue entry that stands (ask again within `ms`).
 /// A lease is granted for the `ttl` asked.
 pub(super) fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Attempt, StoreError> {
     if let Some(err) = other_format(&reply) {

@@ -58,11 +58,11 @@ pub(super) static ENTRY_RENEW_SCRIPT: LazyLock<Script> =
 pub(super) static PERMIT_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/permit_release.lua")));
 
-/// Takes a fair lock in arrival order or keeps a ticket (`fair_acquire.lua`).
+/// Takes a fair lock in arrival order or keeps a queue entry (`fair_acquire.lua`).
 pub(super) static FAIR_ACQUIRE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/fair_acquire.lua")));
 
-/// Ends a fair lock's lease or ticket (`fair_release.lua`).
+/// Ends a fair lock's lease or queue entry (`fair_release.lua`).
 pub(super) static FAIR_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/fair_release.lua")));
 
@@ -79,10 +79,10 @@ pub(super) static RW_RELEASE_SCRIPT: LazyLock<Script> =
 pub(super) static RAISE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/raise.lua")));
 
-/// Every holder and ticket of a key, for operators.
+/// Every holder and queue entry of a key, for operators.
 pub(super) static INSPECT_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/inspect.lua")));
 
-/// Removes every holder and ticket of a key, for operators.
+/// Removes every holder and queue entry of a key, for operators.
 pub(super) static FORCE_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));

@@ -142,11 +142,11 @@ impl<C> RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// How many of `wanted` replicas have `owner`'s lease of `claim` on
+    /// How many of `wanted` replicas have `owner`'s lease of `kind` on
     /// `keys` within `within` (0 if the lease is gone).
     pub(super) async fn confirm(
         &self,
-        (keys, claim, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
+        (keys, kind, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
         wanted: usize,
         within: Duration,
     ) -> Result<usize, StoreError> {
@@ -164,7 +164,7 @@ where
             .await;
         };
         let confirmed = self
-            .confirm_on(connections, (keys, claim, owner, ttl), &wait, within)
+            .confirm_on(connections, (keys, kind, owner, ttl), &wait, within)
             .await;
         // A slot map that led to no answer may be out of date (a master gone
         // in a failover): asked again before the next confirmation.
@@ -181,12 +181,12 @@ where
     async fn confirm_on(
         &self,
         connections: &WaitConnections,
-        (keys, claim, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
+        (keys, kind, owner, ttl): (&StoredKeys, LockKind, &str, Duration),
         wait: &redis::Cmd,
         within: Duration,
     ) -> Result<usize, StoreError> {
         let (mut master, mut connection) = connections.take(keys.lease(), self.timeout).await?;
-        let renewal = renew_invocation(keys, claim, owner, ttl);
+        let renewal = renew_invocation(keys, kind, owner, ttl);
         let renewed = match renew_on(&mut connection, &renewal, self.timeout).await? {
             // The slot moved since it was located: once more, where it went
             // (not for ASK: the slot is still moving, and the error stands).

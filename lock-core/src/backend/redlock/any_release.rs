@@ -9,7 +9,7 @@ use crate::backend::ReleaseSignal;
 
 /// One signal that fires when any of `signals` does, and closes once all
 /// have closed.
-pub(super) fn merged(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
+pub(super) fn any_of(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
     let (releases, heard) = watch::channel(0_u64);
     let releases = Arc::new(releases);
     let forwarders = signals
@@ -27,7 +27,7 @@ pub(super) fn merged(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
     ReleaseSignal::new(heard, Forwarders(forwarders))
 }
 
-/// Stops forwarding a merged signal's releases when it is dropped.
+/// Stops forwarding a any_of signal's releases when it is dropped.
 struct Forwarders(Vec<AbortHandle>);
 
 impl Drop for Forwarders {

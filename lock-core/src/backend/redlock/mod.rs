@@ -37,7 +37,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::sync::OnceCell;
 
-use self::any_release::merged;
+use self::any_release::any_of;
 use self::master::Master;
 use crate::backend::redis::once;
 use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, Store};
@@ -222,13 +222,13 @@ impl Store for RedLockBackend {
     async fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         self.asked_for(ttl);
         let bound = self.bound(ttl);
-        let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, claim, owner, ttl);
+        let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, kind, owner, ttl);
         let answers = self.on_masters(&self.masters, bound, acquire).await;
         let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
         for (master, answer) in self.masters.iter().zip(answers) {
@@ -274,12 +274,12 @@ impl Store for RedLockBackend {
     async fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         self.asked_for(ttl);
-        let renew = |backend: &'a RedisBackend| Backend::renew(backend, keys, claim, owner, ttl);
+        let renew = |backend: &'a RedisBackend| Backend::renew(backend, keys, kind, owner, ttl);
         let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
         self.quorum_says("the renewal", answers)
     }
@@ -287,17 +287,17 @@ impl Store for RedLockBackend {
     async fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &'a str,
     ) -> Result<bool, StoreError> {
-        let release = |backend: &'a RedisBackend| Backend::release(backend, keys, claim, owner);
+        let release = |backend: &'a RedisBackend| Backend::release(backend, keys, kind, owner);
         let answers = self.on_masters(&self.masters, self.timeout, release).await;
         let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
         let said = self.quorum_says("the release", answers);
         // Without a quorum the caller sends the release again itself, to
         // every master: only a release that stands is followed up here.
         if said.is_ok() {
-            self.release_later(&failures, keys, claim, owner);
+            self.release_later(&failures, keys, kind, owner);
         }
         said
     }
@@ -308,12 +308,12 @@ impl Store for RedLockBackend {
     async fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
-        claim: LockKind,
-        ticket: Option<&'a str>,
+        kind: LockKind,
+        queued_owner: Option<&'a str>,
     ) -> Result<ReleaseSignal, StoreError> {
         let bound = SUBSCRIBE_BOUND.min(self.timeout);
         let subscribe =
-            |backend: &'a RedisBackend| Backend::subscribe(backend, keys, claim, ticket);
+            |backend: &'a RedisBackend| Backend::subscribe(backend, keys, kind, queued_owner);
         let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
         let mut signals = Vec::new();
         let mut failure = None;
@@ -325,7 +325,7 @@ impl Store for RedLockBackend {
         }
         match failure {
             Some(err) if signals.is_empty() => Err(err),
-            _ => Ok(merged(signals)),
+            _ => Ok(any_of(signals)),
         }
     }
 

@@ -23,7 +23,7 @@ impl RedLockBackend {
         &self,
         failed: &[bool],
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
     ) {
         let longest = Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed));
@@ -40,7 +40,7 @@ impl RedLockBackend {
             tokio::spawn(async move {
                 let _pending = pending;
                 if let Some(backend) = master.backend.get() {
-                    release_until(backend, &keys, claim, &owner, runs_out).await;
+                    release_until(backend, &keys, kind, &owner, runs_out).await;
                 }
             });
         }

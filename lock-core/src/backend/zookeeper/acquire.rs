@@ -39,30 +39,30 @@ impl ZooKeeperBackend {
     pub(super) async fn enqueue(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         let shared = &self.shared;
         let timeout = shared.timeout;
-        let names = Names::of(keys, claim, owner);
+        let names = Names::of(keys, kind, owner);
         self.reaper();
-        if shared.held.is_reaping(&names.ticket) {
+        if shared.held.is_reaping(&names.entry) {
             return Err(reaping());
         }
-        if let LockKind::Segment { of } = claim {
+        if let LockKind::Segment { of } = kind {
             return self.acquire_segment(&names, of, owner, ttl).await;
         }
-        // A ticket asked for again keeps its node, while its session lives.
+        // A queue entry asked for again keeps its node, while its session lives.
         let kept = shared
             .held
-            .get(&names.ticket)
+            .get(&names.entry)
             .filter(|e| e.lease.may_serve());
         let entry = match kept {
             Some(entry) if entry.revision != 0 => {
                 // Its ttl counts from this request on: the reaper must not
                 // take a node about to be granted.
-                match shared.held.extend(&names.ticket) {
+                match shared.held.extend(&names.entry) {
                     Some(entry) => entry,
                     None => return Err(reaping()),
                 }
@@ -83,7 +83,7 @@ impl ZooKeeperBackend {
                     expires: Instant::now() + session.ttl,
                     lease: Arc::clone(&session),
                 };
-                if !shared.held.put(names.ticket.clone(), pending) {
+                if !shared.held.put(names.entry.clone(), pending) {
                     return Err(reaping());
                 }
                 let client = &session.client;
@@ -103,7 +103,7 @@ impl ZooKeeperBackend {
                     expires: Instant::now() + session.ttl,
                     lease: session,
                 };
-                if !shared.held.put(names.ticket.clone(), entry.clone()) {
+                if !shared.held.put(names.entry.clone(), entry.clone()) {
                     return Err(reaping().unknown(true));
                 }
                 entry
@@ -114,13 +114,13 @@ impl ZooKeeperBackend {
         // The node stands: whoever gives up on it releases it.
         let all = all.map_err(|err| err.unknown(true))?;
         let mine = entry.stored.rsplit('/').next().unwrap_or_default();
-        match holds(&all, mine, claim) {
+        match holds(&all, mine, kind) {
             Err(disagrees) => {
-                let _ = Store::release(self, keys, claim, owner).await;
+                let _ = Store::release(self, keys, kind, owner).await;
                 Err(disagrees)
             }
             Ok(None) => {
-                shared.held.take(&names.ticket);
+                shared.held.take(&names.entry);
                 Err(StoreError::new(
                     "the lock's node is gone with its session",
                     false,
@@ -130,7 +130,7 @@ impl ZooKeeperBackend {
                 let token = mint(&session.client, timeout, &entry.stored).await?;
                 Ok(Attempt::Acquired(Grant::new(token, session.ttl)))
             }
-            // Asked again well within the ticket's ttl, which keeps it.
+            // Asked again well within the queue entry's ttl, which keeps it.
             Ok(Some(false)) => Ok(Attempt::Queued {
                 remaining: Some(session.ttl / 3),
             }),
@@ -150,7 +150,7 @@ impl ZooKeeperBackend {
         let timeout = shared.timeout;
         let session = match shared
             .held
-            .get(&names.ticket)
+            .get(&names.entry)
             .filter(|e| e.lease.may_serve())
         {
             Some(entry) => entry.lease,
@@ -189,7 +189,7 @@ impl ZooKeeperBackend {
                 expires: Instant::now() + session.ttl,
                 lease: Arc::clone(&session),
             };
-            if !shared.held.put(names.ticket.clone(), entry) {
+            if !shared.held.put(names.entry.clone(), entry) {
                 return Err(reaping());
             }
             let all = children(client, timeout, &names.parent)
@@ -222,10 +222,10 @@ impl ZooKeeperBackend {
             .iter()
             .find(|name| Child::parse(name).is_some_and(|c| c.kind == kind));
         if first.map(String::as_str) == Some(mine) {
-            let kept = shared.held.get(&names.ticket).filter(|e| e.stored == path);
+            let kept = shared.held.get(&names.entry).filter(|e| e.stored == path);
             if kept.is_some() {
                 // Its ttl counts from this request on.
-                shared.held.extend(&names.ticket).ok_or_else(reaping)?;
+                shared.held.extend(&names.entry).ok_or_else(reaping)?;
             } else {
                 let stat = bounded(shared.timeout, false, session.client.check_stat(&path)).await?;
                 let Some(stat) = stat else { return Ok(None) };
@@ -235,7 +235,7 @@ impl ZooKeeperBackend {
                     expires: Instant::now() + session.ttl,
                     lease: Arc::clone(session),
                 };
-                if !shared.held.put(names.ticket.clone(), entry) {
+                if !shared.held.put(names.entry.clone(), entry) {
                     return Err(reaping().unknown(true));
                 }
             }
@@ -244,7 +244,7 @@ impl ZooKeeperBackend {
             return Ok(Some(Attempt::Acquired(grant)));
         }
         // Another got there first: not a place to wait in.
-        shared.held.take(&names.ticket);
+        shared.held.take(&names.entry);
         delete(&session.client, shared.timeout, &path).await?;
         Ok(None)
     }

@@ -1,5 +1,5 @@
-//! What a ZooKeeper failure means for a lock ([`StoreError`]), and one
-//! bounded request ([`bounded`]).
+//! What a ZooKeeper failure means for a lock ([`StoreError`]), also for a
+//! request bounded by the timeout ([`bounded`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,19 +8,14 @@ use zookeeper_client::Error;
 
 use crate::store_error::{Refusal, StoreError};
 
-/// Awaits `request` for at most `timeout`. `writes` says whether the
-/// request changes the store: a write that fails on the way or runs out of
-/// time may have been applied.
+/// Awaits `request` for at most `timeout`, its failure as a
+/// [`StoreError`] ([`StoreError::within`]).
 pub(super) async fn bounded<T>(
     timeout: Duration,
     writes: bool,
     request: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, StoreError> {
-    match tokio::time::timeout(timeout, request).await {
-        Ok(Ok(reply)) => Ok(reply),
-        Ok(Err(err)) => Err(store_error(err, writes)),
-        Err(_) => Err(StoreError::timed_out(timeout).unknown(writes)),
-    }
+    StoreError::within(timeout, writes, request, store_error).await
 }
 
 /// `err` as a [`StoreError`]; `writes` as in [`bounded`].

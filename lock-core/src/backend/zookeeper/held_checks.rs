@@ -9,11 +9,11 @@ use std::time::Duration;
 use zookeeper_client::{Client, Error, MultiReadResult};
 
 use super::errors::bounded;
-use crate::backend::queued::Round;
+use crate::backend::queued::BatchWork;
 use crate::store_error::StoreError;
 
 /// One read of many nodes of one session.
-pub(super) struct Standing {
+pub(super) struct HeldCheck {
     pub(super) client: Client,
     pub(super) timeout: Duration,
 }
@@ -21,7 +21,7 @@ pub(super) struct Standing {
 /// Most nodes read at once.
 pub(super) const MAX_READS: usize = 128;
 
-impl Round for Standing {
+impl BatchWork for HeldCheck {
     /// A node's path and czxid.
     type Ask = (String, i64);
     type Answer = Result<bool, StoreError>;

@@ -16,9 +16,9 @@ use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
-/// The parents of a key's five kinds of lock, with the claim each is read as.
+/// The parents of a key's five kinds of lock, with the kind each is read as.
 fn parents(keys: &StoredKeys) -> [(String, LockKind); 5] {
-    let of = |claim| Names::of(keys, claim, "").parent;
+    let of = |kind| Names::of(keys, kind, "").parent;
     [
         (of(LockKind::Exclusive), LockKind::Exclusive),
         (of(LockKind::Fair), LockKind::Fair),
@@ -66,12 +66,12 @@ fn holding(all: &[String], name: &str, read_as: LockKind) -> bool {
             matches!(holds(all, name, LockKind::Permit { of }), Ok(Some(true)))
         }
         LockKind::Read | LockKind::Write => {
-            let as_claim = if child.kind == "w" {
+            let as_kind = if child.kind == "w" {
                 LockKind::Write
             } else {
                 LockKind::Read
             };
-            matches!(holds(all, name, as_claim), Ok(Some(true)))
+            matches!(holds(all, name, as_kind), Ok(Some(true)))
         }
         other => matches!(holds(all, name, other), Ok(Some(true))),
     }
@@ -106,7 +106,7 @@ impl Operators for ZooKeeperBackend {
                 let (Some(child), path) = (Child::parse(name), format!("{parent}/{name}")) else {
                     continue;
                 };
-                let Some((claim, segment)) = kind_of(&child, read_as) else {
+                let Some((kind, segment)) = kind_of(&child, read_as) else {
                     continue;
                 };
                 // The token is the zxid of the grant's write (see acquire.rs):
@@ -121,7 +121,7 @@ impl Operators for ZooKeeperBackend {
                 let token = FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0));
                 let age = u64::try_from(now_ms() - stat.mtime).unwrap_or(0);
                 let mut holder =
-                    Holder::new(claim, child.owner, token).age(Duration::from_millis(age));
+                    Holder::new(kind, child.owner, token).age(Duration::from_millis(age));
                 if let Some(segment) = segment {
                     holder = holder.segment(segment);
                 }

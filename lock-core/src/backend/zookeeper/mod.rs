@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use self::errors::bounded;
-use self::held_checks::Standing;
+use self::held_checks::HeldCheck;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use super::queued::{self, Entry, Held};
@@ -156,22 +156,22 @@ impl Store for ZooKeeperBackend {
     async fn acquire(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
-        self.enqueue(keys, claim, owner, ttl).await
+        self.enqueue(keys, kind, owner, ttl).await
     }
 
     async fn renew(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
         _ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let names = Names::of(keys, claim, owner);
-        let Some(entry) = self.shared.held.extend(&names.ticket) else {
+        let names = Names::of(keys, kind, owner);
+        let Some(entry) = self.shared.held.extend(&names.entry) else {
             return Ok(false);
         };
         self.reaper();
@@ -179,7 +179,7 @@ impl Store for ZooKeeperBackend {
             return Ok(false);
         }
         let timeout = self.shared.timeout;
-        let standing = || Standing {
+        let standing = || HeldCheck {
             client: entry.lease.client.clone(),
             timeout,
         };
@@ -194,17 +194,17 @@ impl Store for ZooKeeperBackend {
     async fn release(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
+        kind: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
         let shared = &self.shared;
-        let names = Names::of(keys, claim, owner);
-        if let Some(entry) = shared.held.take(&names.ticket) {
+        let names = Names::of(keys, kind, owner);
+        if let Some(entry) = shared.held.take(&names.entry) {
             let deleted = delete_entry(&entry, shared.timeout).await;
             if deleted.is_err() && entry.lease.may_serve() {
                 // Left to the reaper, which tries again at once.
                 let expires = Instant::now();
-                shared.held.put(names.ticket, Entry { expires, ..entry });
+                shared.held.put(names.entry, Entry { expires, ..entry });
                 self.reaper();
             }
             return deleted;
@@ -225,13 +225,13 @@ impl Store for ZooKeeperBackend {
     async fn subscribe(
         &self,
         keys: &StoredKeys,
-        claim: LockKind,
-        ticket: Option<&str>,
+        kind: LockKind,
+        queued_owner: Option<&str>,
     ) -> Result<ReleaseSignal, StoreError> {
         let shared = &self.shared;
         let timeout = shared.timeout;
-        let names = Names::of(keys, claim, ticket.unwrap_or(""));
-        let entry = ticket.and_then(|_| shared.held.get(&names.ticket));
+        let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
+        let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
         match entry {
             Some(entry) => {
                 let mine = entry
@@ -240,7 +240,7 @@ impl Store for ZooKeeperBackend {
                     .next()
                     .unwrap_or_default()
                     .to_owned();
-                waiting::turn_of(entry.lease.client.clone(), timeout, names, claim, mine).await
+                waiting::turn_of(entry.lease.client.clone(), timeout, names, kind, mine).await
             }
             None => {
                 let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;

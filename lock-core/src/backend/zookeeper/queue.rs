@@ -18,14 +18,14 @@ use crate::backend::queued::admission;
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 
-/// Where a claim's nodes are, and what this acquisition's are called.
+/// Where a kind's nodes are, and what this acquisition's are called.
 pub(super) struct Names {
-    /// The parent node of the claim's kind on the key.
+    /// The parent node of the kind on the key.
     pub(super) parent: String,
     /// The start of this acquisition's node name (before the sequence).
     pub(super) prefix: String,
     /// What the held table files the acquisition under.
-    pub(super) ticket: String,
+    pub(super) entry: String,
 }
 
 /// One child of a lock's parent: its name, and the parts of it.
@@ -50,10 +50,10 @@ impl<'a> Child<'a> {
     }
 }
 
-/// The kind tag of `claim` in node names (a segment's is made when one is
+/// The kind tag of `kind` in node names (a segment's is made when one is
 /// picked: [`segment_tag`]).
-fn tag(claim: LockKind) -> String {
-    match claim {
+fn tag(kind: LockKind) -> String {
+    match kind {
         LockKind::Read => "r".to_owned(),
         LockKind::Write => "w".to_owned(),
         LockKind::Permit { of } => format!("p{of}"),
@@ -62,19 +62,19 @@ fn tag(claim: LockKind) -> String {
 }
 
 impl Names {
-    /// The names of `owner`'s acquisition of `claim` on `keys`. Each kind
+    /// The names of `owner`'s acquisition of `kind` on `keys`. Each kind
     /// is a lock of its own, as on Redis.
-    pub(super) fn of(keys: &StoredKeys, claim: LockKind, owner: &str) -> Self {
-        let stored = keys.of_kind(claim);
+    pub(super) fn of(keys: &StoredKeys, kind: LockKind, owner: &str) -> Self {
+        let stored = keys.of_kind(kind);
         // A node name holds no `/`; the escaped key holds no raw `%`, so
         // writing `/` as `%2F` keeps names apart.
         let parent = format!("/{}", stored.replace('/', "%2F"));
-        let prefix = format!("{owner}-{}-", tag(claim));
-        let ticket = format!("{parent}/{owner}");
+        let prefix = format!("{owner}-{}-", tag(kind));
+        let entry = format!("{parent}/{owner}");
         Names {
             parent,
             prefix,
-            ticket,
+            entry,
         }
     }
 
@@ -189,18 +189,18 @@ pub(super) fn parse_segment(kind: &str) -> Option<(u32, u32)> {
     Some((index.parse().ok()?, of.parse().ok()?))
 }
 
-/// Whether the node `mine` holds `claim` among the sorted `children`:
+/// Whether the node `mine` holds `kind` among the sorted `children`:
 /// `Ok(None)` if it is not among them; an error if a holder uses another
 /// count of permits.
 pub(super) fn holds(
     children: &[String],
     mine: &str,
-    claim: LockKind,
+    kind: LockKind,
 ) -> Result<Option<bool>, StoreError> {
     let Some(at) = children.iter().position(|name| name == mine) else {
         return Ok(None);
     };
-    if let LockKind::Permit { of } = claim {
+    if let LockKind::Permit { of } = kind {
         let holders = children
             .iter()
             .take(of as usize)
@@ -216,7 +216,7 @@ pub(super) fn holds(
     let ahead = ahead.map(|child| match child.kind {
         "w" => LockKind::Write,
         "r" => LockKind::Read,
-        _ => claim,
+        _ => kind,
     });
-    Ok(Some(admission::holds(claim, ahead)))
+    Ok(Some(admission::holds(kind, ahead)))
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use zookeeper_client::Client;
 
 use super::errors::store_error;
-use super::held_checks::{MAX_READS, Standing};
-use crate::backend::queued::{Leased, RoundsTask};
+use super::held_checks::{HeldCheck, MAX_READS};
+use crate::backend::queued::{LazyBatchRunner, Leased};
 use crate::store_error::StoreError;
 
 /// Bound on sessions of distinct ttls at once: a ttl is configuration, but
@@ -38,7 +38,7 @@ pub(super) struct Session {
     /// The session timeout the server agreed to.
     pub(super) ttl: Duration,
     /// The task that checks its held nodes for renewals.
-    pub(super) standing: RoundsTask<Standing>,
+    pub(super) standing: LazyBatchRunner<HeldCheck>,
 }
 
 impl Leased for Session {
@@ -107,7 +107,7 @@ impl Sessions {
         Ok(Session {
             client,
             ttl,
-            standing: RoundsTask::new(MAX_READS),
+            standing: LazyBatchRunner::new(MAX_READS),
         })
     }
 

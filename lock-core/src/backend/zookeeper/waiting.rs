@@ -22,12 +22,12 @@ pub(super) async fn turn_of(
     client: Client,
     timeout: Duration,
     names: Names,
-    claim: LockKind,
+    kind: LockKind,
     mine: String,
 ) -> Result<ReleaseSignal, StoreError> {
     // The first look and watch are made here, so that a store that fails
     // is told (and waited out by the waiter), not looped on.
-    let mut watching = behind(&client, timeout, &names, claim, &mine).await?;
+    let mut watching = behind(&client, timeout, &names, kind, &mine).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
         loop {
@@ -40,7 +40,7 @@ pub(super) async fn turn_of(
             watcher.changed().await;
             // A broken look drops `told`, which closes the signal: the
             // waiter subscribes again.
-            match behind(&client, timeout, &names, claim, &mine).await {
+            match behind(&client, timeout, &names, kind, &mine).await {
                 Ok(next) => watching = next,
                 Err(_) => return,
             }
@@ -93,11 +93,11 @@ async fn behind(
     client: &Client,
     timeout: Duration,
     names: &Names,
-    claim: LockKind,
+    kind: LockKind,
     mine: &str,
 ) -> Result<Option<OneshotWatcher>, StoreError> {
     loop {
-        if let LockKind::Permit { of } = claim {
+        if let LockKind::Permit { of } = kind {
             let (all, watcher) = bounded(
                 timeout,
                 false,
@@ -118,8 +118,8 @@ async fn behind(
             return Ok(None);
         };
         let before = all[..at].iter().rev().find(|name| {
-            let kind = Child::parse(name).map_or("", |child| child.kind);
-            claim != LockKind::Read || kind == "w"
+            let ahead = Child::parse(name).map_or("", |child| child.kind);
+            kind != LockKind::Read || ahead == "w"
         });
         let Some(before) = before else {
             return Ok(None);

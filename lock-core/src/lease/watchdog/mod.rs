@@ -104,7 +104,7 @@ async fn watch(lease: Arc<LeaseState>, plan: Plan, next: Instant) {
         let renewal =
             lease
                 .backend()
-                .renew(&lease.keys, lease.claim, lease.owner.as_str(), lease.ttl);
+                .renew(&lease.keys, lease.kind, lease.owner.as_str(), lease.ttl);
         let outcome = tokio::select! {
             biased;
             _ = sleep_until(deadline) => None,

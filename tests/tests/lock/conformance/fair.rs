@@ -12,7 +12,7 @@ use super::SLACK;
 
 /// Fair requests are granted in the order they reached the store, whichever
 /// Locker made them and whether or not their Locker holds the key: each
-/// takes its own ticket when it starts waiting. Each arrangement is the
+/// takes its own queue entry when it starts waiting. Each arrangement is the
 /// holder's Locker and the Lockers of the requests, in the order they are
 /// made (each once the one before is queued at the store).
 pub async fn fair_grants_in_arrival_order(store: TestStore) {
@@ -39,7 +39,7 @@ pub async fn fair_grants_in_arrival_order(store: TestStore) {
 }
 
 /// A waiter cancelled in the middle of the queue leaves it at once: the
-/// ones behind it are served in order, long before its ticket's lease
+/// ones behind it are served in order, long before its queue entry's lease
 /// (30 s) would have run out.
 pub async fn fair_skips_a_cancelled_waiter_in_the_middle(store: TestStore) {
     let order = granted(&store, "middle", 0, &[0, 1, 2, 0, 1], Some(2)).await;
@@ -80,7 +80,7 @@ async fn granted(
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // Its ticket is in the store before the next request is made: it
+        // Its queue entry is in the store before the next request is made: it
         // asked, subscribed and asked again (both answers: it waits), so no
         // later count of this Locker is its own or an earlier request's. A
         // request held back in its process never gets there: the next is
@@ -90,7 +90,7 @@ async fn granted(
         let _ = tokio::time::timeout(Duration::from_secs(5), queued).await;
     }
     if let Some(cancelled) = cancel {
-        // Dropped (its ticket withdrawn) before the holder lets go.
+        // Dropped (its queue entry withdrawn) before the holder lets go.
         let task = &mut tasks[cancelled];
         task.abort();
         let dropped = tokio::time::timeout(Duration::from_secs(10), task)
@@ -115,20 +115,20 @@ async fn granted(
 }
 
 /// A cancelled waiter leaves the queue at once; a vanished one (its future
-/// forgotten, as if its process died) delays it by at most its ticket's
+/// forgotten, as if its process died) delays it by at most its queue entry's
 /// lease, the ttl.
 pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore) {
     let ttl = Duration::from_millis(1200);
     let holder = store.locker().await;
     let held = holder.fair_lock("line").ttl(ttl).await.unwrap();
-    // A waiter that gives up: its ticket goes with it.
+    // A waiter that gives up: its queue entry goes with it.
     let (quitter, counts) = store.locker_with(|l| l.ttl(Duration::from_secs(30))).await;
     let asked = counts.acquires();
     let quitting = tokio::spawn(async move { quitter.fair_lock("line").await });
     counts.acquires_reach(asked + 1).await;
     quitting.abort();
     let _ = quitting.await;
-    // A waiter that vanishes: its ticket stays until its lease lapses.
+    // A waiter that vanishes: its queue entry stays until its lease lapses.
     let (dead, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let asked = counts.acquires();
     let mut vanishing = Box::pin(
@@ -145,7 +145,7 @@ pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore
     // The next waiter, behind both.
     let guard = next_behind_a_dead_ticket(&store, held, ttl).await;
     let after = queued_at.elapsed();
-    // The dead waiter came first: it held the place until its ticket lapsed.
+    // The dead waiter came first: it held the place until its queue entry lapsed.
     assert!(
         after >= ttl - Duration::from_millis(100),
         "served after {after:?}"
@@ -156,7 +156,7 @@ pub async fn fair_queue_survives_cancelled_and_vanished_waiters(store: TestStore
 }
 
 /// 3 processes x 4 tasks line up in a known order (each process once the
-/// one before has its tickets in the store): grants follow that order, a
+/// one before has its queue entries in the store): grants follow that order, a
 /// process's requests together, not one per process in turn. The order is
 /// read from the tokens, which rise in grant order.
 pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
@@ -170,7 +170,7 @@ pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
     for name in ["a", "b", "c"] {
         let mut waiter = fair_waiter(&url, "fifo", name, 4, Duration::from_secs(30));
         assert_eq!(waiter.line(), "lined up");
-        // Every task's own ticket (none waits behind another in its process).
+        // Every task's own queue entry (none waits behind another in its process).
         tickets += 4;
         waiters_reach(&holder, "fifo", tickets).await;
         processes.push(waiter);
@@ -197,7 +197,7 @@ pub async fn fair_grants_follow_arrival_across_processes(store: TestStore) {
 }
 
 /// A waiter process killed in the queue (SIGKILL: it withdraws nothing)
-/// delays it by at most its ticket's lease: the next waiter gets the lock
+/// delays it by at most its queue entry's lease: the next waiter gets the lock
 /// within that ttl of the kill.
 pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(store: TestStore) {
     // etcd's shortest lease.
@@ -216,7 +216,7 @@ pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(st
     let guard = next_behind_a_dead_ticket(&store, held, ttl).await;
     let after = killed.elapsed();
     assert!(after <= ttl + SLACK, "served {after:?} after the kill");
-    // The dead ticket stood (renewed every ttl/3 while its process lived).
+    // The dead queue entry stood (renewed every ttl/3 while its process lived).
     assert!(
         after >= ttl / 2,
         "served {after:?} after the kill, past its ticket"
@@ -226,8 +226,8 @@ pub async fn a_killed_fair_waiter_process_delays_the_queue_by_its_ttl_at_most(st
 }
 
 /// Queues a fair request of a fresh Locker on `line`, behind a dead
-/// waiter's ticket, lets `held` go, and returns the new request's guard once
-/// served: within the dead ticket's lease `ttl` (and some slack).
+/// waiter's queue entry, lets `held` go, and returns the new request's guard once
+/// served: within the dead queue entry's lease `ttl` (and some slack).
 async fn next_behind_a_dead_ticket(store: &TestStore, held: LockGuard, ttl: Duration) -> LockGuard {
     let (next, counts) = store.locker_with(|l| l).await;
     let asked = counts.acquires();
@@ -264,13 +264,13 @@ fn fair_waiter(
     Process::spawn(env!("CARGO_BIN_EXE_fair_waiter"), &args)
 }
 
-/// The tickets the store keeps for waiters on `key`.
+/// The queue entries the store keeps for waiters on `key`.
 async fn waiters(locker: &Locker, key: &str) -> usize {
     let inspection = locker.inspect(key).await.unwrap();
     inspection.waiters.unwrap_or(0)
 }
 
-/// Waits until the store keeps `n` tickets for `key` (another process's
+/// Waits until the store keeps `n` queue entries for `key` (another process's
 /// requests: there is no event to wait on here, so the store is asked).
 async fn waiters_reach(locker: &Locker, key: &str, n: usize) {
     let reached = async {

@@ -34,7 +34,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         .await;
     let b = store.locker().await;
 
-    // A plain lock, and a waiter behind it where waiters leave tickets.
+    // A plain lock, and a waiter behind it where waiters leave queue entries.
     let plain = a.lock("seen:plain").await.unwrap();
     let seen = a.inspect("seen:plain").await.unwrap();
     assert_eq!(seen.key, "seen:plain");
@@ -57,7 +57,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         let permit = a.semaphore("seen:sem", 3).await.unwrap();
         let segment = a.striped("seen:striped", 4).await.unwrap();
 
-        // The fair waiter's ticket is in the store once it is queued.
+        // The fair waiter's queue entry is in the store once it is queued.
         let waiting = async {
             loop {
                 let seen = b.inspect("seen:fair").await.unwrap();
@@ -98,7 +98,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         assert_eq!(b.held_keys("seen:s*").await.unwrap().len(), 2);
 
         // Breaking the fair lock wakes its waiter (well before it would ask
-        // again on its own, at half its 30 s ticket), which gets the lock
+        // again on its own, at half its 30 s queue entry), which gets the lock
         // with a higher token.
         assert!(b.force_release("seen:fair").await.unwrap() >= 1);
         let woken = tokio::time::timeout(Duration::from_secs(5), queued).await;

@@ -69,7 +69,7 @@ pub async fn multi_lock_takes_all_or_none(store: TestStore) {
         "{err}"
     );
     // `set:a`, taken before `set:b` was refused, was given back before
-    // the error was returned (and so was `set:b`'s ticket, on a store
+    // the error was returned (and so was `set:b`'s queue entry, on a store
     // where the waiter had one).
     let tickets = u64::from(store.plain_locks_queue());
     assert_eq!(

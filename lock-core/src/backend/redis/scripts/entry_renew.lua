@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  the hash: owner -> `1|<token>|<expiry in ms>|<rest>` (see
 --          permit_acquire.lua, fair_acquire.lua, rw_acquire.lua); token 0
---          is a waiter's ticket, which holds nothing
+--          is a waiter's queue entry, which holds nothing
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms
 --
 -- Replies 1 if renewed, 0 if the lease is gone, or `format:<version>` for

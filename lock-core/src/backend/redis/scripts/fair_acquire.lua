@@ -1,18 +1,18 @@
 -- Takes a fair lock in the order its waiters first asked, or keeps the
--- waiter's ticket in the queue.
+-- waiter's entry in the queue.
 --
 -- KEYS[1]  the queue: a hash of owner -> `1|<token>|<expiry in ms>|<seq>`,
---          token 0 for a waiter's ticket (the live entry with the lowest
+--          token 0 for a waiter's queue entry (the live entry with the lowest
 --          seq is first, and holds once it has a token), and `#` ->
 --          `1|<last seq>`, expiring with its last entry
 -- KEYS[2]  the token record `1|<token>` (see acquire.lua)
 -- KEYS[3]  the plain lock's lease on the key, whose token a new one passes
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms, of a lease and of a
---          ticket alike
+--          queue entry alike
 --
 -- Replies the token (digits) when the owner holds (its own, restarted, if
 -- it held already), else `queued:<ms>`: ask again within that many ms (when
--- an entry ahead could lapse, halfway through the ticket's lease at the
+-- an entry ahead could lapse, halfway through the queue entry's lease at the
 -- latest); `format:<version>` for a value of another format, changing
 -- nothing then.
 local queue, fence, owner = KEYS[1], KEYS[2], ARGV[1]

@@ -1,4 +1,4 @@
--- Ends a fair lock's lease, or withdraws a waiter's ticket, and tells the
+-- Ends a fair lock's lease, or withdraws a waiter's queue entry, and tells the
 -- next waiter when the first place was freed: on its own channel, so that
 -- no other waiter wakes.
 --
@@ -7,7 +7,7 @@
 --          next waiter's `:<owner>` is appended
 -- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (see release.lua)
 --
--- Replies 1 if a live lease or ticket was ended, 0 if the owner had none
+-- Replies 1 if a live lease or queue entry was ended, 0 if the owner had none
 -- (an expired one is removed), or `format:<version>` for a value of
 -- another format.
 local queue, owner, channel = KEYS[1], ARGV[1], ARGV[2]

@@ -1,6 +1,6 @@
--- Removes every holder and ticket of every kind of lock on one key, for an
+-- Removes every holder and queue entry of every kind of lock on one key, for an
 -- operator breaking a wedged lock, and wakes the key's waiters: those on the
--- key's channel, and those with a ticket on their own (a fair queue's
+-- key's channel, and those with a queue entry on their own (a fair queue's
 -- waiters, a waiting writer: `<channel>:<owner>`). The next token still
 -- passes every removed one.
 --
@@ -8,7 +8,7 @@
 -- ARGV[1]     the release channel; ARGV[2] `PUBLISH`, or `SPUBLISH` on a
 --             Redis Cluster (see release.lua)
 --
--- Replies the number of holders and tickets removed.
+-- Replies the number of holders and queue entries removed.
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local removed, highest, ticketed = 0, 0, {}

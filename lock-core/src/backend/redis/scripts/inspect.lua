@@ -1,4 +1,4 @@
--- Reads every holder and ticket of every kind of lock on one key, for an
+-- Reads every holder and queue entry of every kind of lock on one key, for an
 -- operator. Changes nothing.
 --
 -- KEYS[1]  the lease (see acquire.lua); KEYS[2] the fair queue (see
