@@ -62,14 +62,14 @@ impl<K> LockLayer<K> {
 impl<K, R> LockLayer<K, R> {
     /// Lease length (default: the Locker's).
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.settings.ttl = Some(ttl);
+        self.settings.options.ttl = Some(ttl);
         self
     }
 
     /// How long a request waits for a held lock before it is rejected
     /// (default: the Locker's; zero: try once).
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.settings.wait = Some(wait);
+        self.settings.options.wait = Some(wait);
         self
     }
 

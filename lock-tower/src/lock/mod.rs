@@ -24,9 +24,7 @@ mod future;
 mod layer;
 mod service;
 
-use std::time::Duration;
-
-use lock_core::LockKind;
+use lock_core::{LockKind, LockOptions};
 
 pub use body::{BoxError, LockBody};
 pub use future::ResponseFuture;
@@ -37,11 +35,10 @@ pub use service::LockService;
 /// the default: the lost-lease rejection, 503 / `UNAVAILABLE`).
 pub use lock_core::OnLost;
 
-/// Per-layer lock settings (`None`: the Locker's default).
+/// Per-layer lock settings (an unset option: the Locker's default).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Settings {
-    pub(crate) ttl: Option<Duration>,
-    pub(crate) wait: Option<Duration>,
+    pub(crate) options: LockOptions,
     pub(crate) on_lost: OnLost,
     pub(crate) mode: Mode,
 }

@@ -74,13 +74,10 @@ where
             }
         };
         let kind = self.settings.mode.kind(&request);
-        let mut lock = self.locker.lock_of(key.as_str(), kind);
-        if let Some(ttl) = self.settings.ttl {
-            lock = lock.ttl(ttl);
-        }
-        if let Some(wait) = self.settings.wait {
-            lock = lock.wait(wait);
-        }
+        let lock = self
+            .locker
+            .lock_of(key.as_str(), kind)
+            .options(self.settings.options);
         let answer = Answer {
             key,
             reject: self.reject.clone(),
