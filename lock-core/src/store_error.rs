@@ -140,7 +140,6 @@ impl StoreError {
     /// `classify` (a store's own errors). `writes` says whether the request
     /// changes the store: a write that fails on the way or runs out of time
     /// may have been applied.
-    #[cfg(any(feature = "etcd", feature = "zookeeper"))]
     pub(crate) async fn within<T, E>(
         timeout: Duration,
         writes: bool,

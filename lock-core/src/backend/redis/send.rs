@@ -65,8 +65,5 @@ pub(crate) async fn once<T, E>(
 where
     StoreError: From<E>,
 {
-    match tokio::time::timeout(timeout, request).await {
-        Ok(outcome) => Ok(outcome?),
-        Err(_) => Err(StoreError::timed_out(timeout)),
-    }
+    StoreError::within(timeout, true, request, |err, _| StoreError::from(err)).await
 }
