@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 #[cfg(feature = "etcd")]
 use crate::backend::EtcdBackend;
+#[cfg(feature = "postgres")]
+use crate::backend::PostgresBackend;
 #[cfg(feature = "zookeeper")]
 use crate::backend::ZooKeeperBackend;
 use crate::backend::{Backend, LockKind, MemoryBackend, RedLockBackend, RedisBackend};
@@ -52,7 +54,9 @@ impl LockerBuilder {
     /// - `etcd://[user:password@]host:port[,host:port...]`: etcd, as
     ///   `etcd` (feature `etcd`);
     /// - `zk://host:port[,host:port...][/chroot]`: ZooKeeper, as
-    ///   `zookeeper` (feature `zookeeper`).
+    ///   `zookeeper` (feature `zookeeper`);
+    /// - `postgres://` or `postgresql://`: PostgreSQL, as `postgres`
+    ///   (feature `postgres`).
     ///
     /// Another scheme, or one whose feature is off, is
     /// [`UnsupportedScheme`](LockError::UnsupportedScheme).
@@ -70,13 +74,14 @@ impl LockerBuilder {
         let Some((scheme, _)) = url.split_once("://") else {
             let source = StoreError::refused(
                 Refusal::InvalidUrl,
-                format!("`{url}` names no scheme: write redis://, etcd:// or zk://"),
+                format!("`{url}` names no scheme: write redis://, etcd://, zk:// or postgres://"),
             );
             return Err(LockError::InvalidUrl { source });
         };
         match scheme {
             "etcd" => self.etcd_url(url).await,
             "zk" => self.zookeeper_url(url).await,
+            "postgres" | "postgresql" => self.postgres_url(url).await,
             _ if scheme.starts_with("redis") => self.redis(url).await,
             _ => {
                 let source = StoreError::refused(
@@ -159,6 +164,44 @@ impl LockerBuilder {
     #[cfg(not(feature = "zookeeper"))]
     async fn zookeeper_url(self, _url: &str) -> Result<Locker, LockError> {
         Err(feature_off("zk", "zookeeper"))
+    }
+
+    /// A Locker on the PostgreSQL database `url` names
+    /// (`postgres://[user[:password]@]host[:port]/database`): leases are rows
+    /// of a table in a schema named after the namespace, made on first
+    /// connect (see [`PostgresBackend`](crate::backend::PostgresBackend)).
+    /// Keeps the plain lock and the multi-lock over it.
+    ///
+    /// Errors as [`redis`](Self::redis): a wrong password is
+    /// [`AuthenticationFailed`](LockError::AuthenticationFailed), a missing
+    /// database [`InvalidUrl`](LockError::InvalidUrl), a role without the
+    /// rights [`PermissionDenied`](LockError::PermissionDenied), tables of
+    /// another format [`UnknownFormat`](LockError::UnknownFormat).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let locker = lock_core::Locker::builder()
+    ///     .postgres("postgres://app:secret@db.internal/app")
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub async fn postgres(self, url: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let connect = PostgresBackend::connect(url, &config.namespace, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(feature = "postgres")]
+    async fn postgres_url(self, url: &str) -> Result<Locker, LockError> {
+        self.postgres(url).await
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    async fn postgres_url(self, _url: &str) -> Result<Locker, LockError> {
+        Err(feature_off("postgres", "postgres"))
     }
 
     /// The store at `LOCK_URL` when it is set (any scheme
@@ -339,7 +382,11 @@ impl LockerBuilder {
 
 /// The error for a URL of `scheme` in a build without lock-core's
 /// `feature`.
-#[cfg(any(not(feature = "etcd"), not(feature = "zookeeper")))]
+#[cfg(any(
+    not(feature = "etcd"),
+    not(feature = "zookeeper"),
+    not(feature = "postgres")
+))]
 fn feature_off(scheme: &str, feature: &str) -> LockError {
     let source = StoreError::refused(
         Refusal::UnsupportedScheme(scheme.to_owned()),

@@ -139,6 +139,11 @@ impl PostgresServer {
         self.port
     }
 
+    /// A `postgres://` URL of database `postgres`, as user `postgres`.
+    pub fn postgres_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
     /// A tokio-postgres connection string for database `postgres`.
     pub fn url(&self) -> String {
         format!(

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use lock_core::LockKind;
 use lock_core::backend::{
-    Attempt, EtcdBackend, MemoryBackend, RedLockBackend, RedisBackend, ReleaseSignal, StoreFuture,
-    ZooKeeperBackend,
+    Attempt, EtcdBackend, MemoryBackend, PostgresBackend, RedLockBackend, RedisBackend,
+    ReleaseSignal, StoreFuture, ZooKeeperBackend,
 };
 use lock_core::backend::{Backend, Pattern, StoredKeys};
 use lock_core::{Inspection, LockError, Locker, LockerBuilder, StoreError};
 
-use crate::{ClusterSet, EtcdServer, RedisServer, SentinelSet, ZooKeeperServer};
+use crate::{ClusterSet, EtcdServer, PostgresServer, RedisServer, SentinelSet, ZooKeeperServer};
 
 /// A store under test.
 pub enum TestStore {
@@ -34,6 +34,8 @@ pub enum TestStore {
     Etcd(EtcdServer),
     /// A standalone ZooKeeper server from the kit.
     ZooKeeper(ZooKeeperServer),
+    /// A PostgreSQL server from the kit (leases in schema `lock`).
+    Postgres(PostgresServer),
 }
 
 impl TestStore {
@@ -80,10 +82,15 @@ impl TestStore {
         TestStore::ZooKeeper(ZooKeeperServer::start())
     }
 
-    /// Whether the store keeps every kind of lock (RedLock keeps the plain
-    /// lock and the multi-lock over it only).
+    /// A fresh PostgreSQL server.
+    pub fn postgres() -> Self {
+        TestStore::Postgres(PostgresServer::start())
+    }
+
+    /// Whether the store keeps every kind of lock (RedLock and PostgreSQL
+    /// keep the plain lock and the multi-lock over it only).
     pub fn keeps_the_family(&self) -> bool {
-        !matches!(self, TestStore::RedLock(_))
+        !matches!(self, TestStore::RedLock(_) | TestStore::Postgres(_))
     }
 
     /// Whether a waiter for a plain lock leaves a queue entry in the store
@@ -106,6 +113,7 @@ impl TestStore {
             TestStore::Cluster(cluster) => cluster.url(),
             TestStore::Etcd(member) => EtcdServer::url(std::slice::from_ref(member)),
             TestStore::ZooKeeper(server) => ZooKeeperServer::url(std::slice::from_ref(server)),
+            TestStore::Postgres(server) => server.postgres_url(),
         };
         Some((url, None))
     }
@@ -123,7 +131,10 @@ impl TestStore {
             TestStore::Sentinel(set) => vec![set.first_master()],
             TestStore::RedLock(masters) => masters.iter().collect(),
             TestStore::Cluster(cluster) => cluster.nodes().iter().collect(),
-            TestStore::Memory(_) | TestStore::Etcd(_) | TestStore::ZooKeeper(_) => vec![],
+            TestStore::Memory(_)
+            | TestStore::Etcd(_)
+            | TestStore::ZooKeeper(_)
+            | TestStore::Postgres(_) => vec![],
         }
     }
 
@@ -137,6 +148,14 @@ impl TestStore {
                 assert!(left.is_empty(), "left behind in etcd: {left:?}");
             }
             TestStore::ZooKeeper(server) => zookeeper_empties(server).await,
+            TestStore::Postgres(server) => {
+                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp()";
+                let rows = server.client().await.query(live, &[]).await;
+                let left: Vec<String> = rows
+                    .map(|rows| rows.iter().map(|row| row.get(0)).collect())
+                    .unwrap_or_default();
+                assert!(left.is_empty(), "live leases left in PostgreSQL: {left:?}");
+            }
             _ => crate::assert_nothing_left(self.servers()).await,
         }
     }
@@ -189,6 +208,11 @@ impl TestStore {
                     .await
                     .expect("connect to the test ZooKeeper"),
             ),
+            TestStore::Postgres(server) => Arc::new(
+                PostgresBackend::connect(&server.postgres_url(), "lock", Duration::from_secs(2))
+                    .await
+                    .expect("connect to the test PostgreSQL"),
+            ),
             TestStore::RedLock(masters) => {
                 let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -231,6 +255,15 @@ impl TestStore {
                     }
                 }
                 assert!(removed >= 1, "no lease to delete");
+            }
+            TestStore::Postgres(server) => {
+                let steal = "DELETE FROM lock.leases WHERE name = $1";
+                let client = server.client().await;
+                let removed = client.execute(steal, &[&keys.lease()]).await;
+                assert!(
+                    removed.expect("delete in PostgreSQL") >= 1,
+                    "no lease to delete"
+                );
             }
             TestStore::Etcd(member) => {
                 let mut client = etcd_client(member).await;

@@ -30,6 +30,8 @@ mod attempt;
 #[cfg(feature = "etcd")]
 mod etcd;
 pub mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod queued;
 pub mod redis;
@@ -43,6 +45,8 @@ pub use self::attempt::{Attempt, Grant};
 #[cfg(feature = "etcd")]
 pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
+#[cfg(feature = "postgres")]
+pub use self::postgres::PostgresBackend;
 pub use self::redis::{RedisBackend, RedisConnection};
 pub use self::redlock::RedLockBackend;
 pub use self::store::{Operators, Store};
@@ -224,7 +228,7 @@ pub trait Backend: Send + Sync + 'static {
     fn confirm_replicas<'a>(
         &'a self,
         _keys: &'a StoredKeys,
-        _claim: LockKind,
+        _kind: LockKind,
         _owner: &'a str,
         _ttl: Duration,
         wanted: usize,

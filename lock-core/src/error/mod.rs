@@ -80,8 +80,8 @@ pub enum LockError {
     /// The store URL does not parse. Not retried: fix the URL.
     #[error(
         "invalid lock store URL; write it as redis://[user[:password]@]host[:port][/db], \
-         redis+unix:///path, etcd://[user:password@]host:port[,...] or \
-         zk://host:port[,...][/chroot]"
+         redis+unix:///path, etcd://[user:password@]host:port[,...], \
+         zk://host:port[,...][/chroot] or postgres://[user[:password]@]host[:port]/database"
     )]
     InvalidUrl {
         /// What the URL parser said.
@@ -94,8 +94,8 @@ pub enum LockError {
     /// it on). Not retried.
     #[error(
         "lock store URL scheme `{scheme}` is not supported; use redis://, redis+unix://, \
-         etcd:// or zk:// (rediss:// needs lock-core's `tls` feature, etcd:// and zk:// \
-         theirs)"
+         etcd://, zk:// or postgres:// (rediss:// needs lock-core's `tls` feature, etcd://, \
+         zk:// and postgres:// theirs)"
     )]
     UnsupportedScheme {
         /// The scheme of the URL, such as `rediss`.

@@ -1,0 +1,67 @@
+//! What a PostgreSQL failure means for a lock ([`StoreError`]), also for a
+//! request bounded by the timeout ([`bounded`]).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::Error;
+use tokio_postgres::error::SqlState;
+
+use crate::store_error::{Refusal, StoreError};
+
+/// Awaits `request` for at most `timeout`, its failure as a
+/// [`StoreError`] ([`StoreError::within`]).
+pub(super) async fn bounded<T>(
+    timeout: Duration,
+    writes: bool,
+    request: impl Future<Output = Result<T, Error>>,
+) -> Result<T, StoreError> {
+    StoreError::within(timeout, writes, request, store_error).await
+}
+
+/// `err` as a [`StoreError`]: the refusals no retry fixes by what they
+/// are, each naming what to change; the rest transient, with an unknown
+/// outcome if `writes` and the server may have run it.
+pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
+    let refusal = match err.code() {
+        Some(code) if *code == SqlState::INVALID_PASSWORD => Some((
+            Refusal::AuthenticationFailed,
+            "PostgreSQL refused the user name or password; fix them in the URL",
+        )),
+        Some(code) if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION => Some((
+            Refusal::AuthenticationFailed,
+            "PostgreSQL lets this user not connect (pg_hba.conf or the role); fix the user in \
+             the URL or the server's rules",
+        )),
+        Some(code) if *code == SqlState::INVALID_CATALOG_NAME => Some((
+            Refusal::InvalidUrl,
+            "the database the URL names does not exist; create it or name another",
+        )),
+        Some(code) if *code == SqlState::INSUFFICIENT_PRIVILEGE => Some((
+            Refusal::PermissionDenied,
+            "the role lacks a right the lock needs; grant what `lockctl schema` prints",
+        )),
+        _ if err.to_string().contains("password missing") => Some((
+            Refusal::PasswordRequired,
+            "PostgreSQL asks for a password; add it to the URL (postgres://user:password@host)",
+        )),
+        _ => None,
+    };
+    match refusal {
+        Some((refusal, what)) => StoreError::refused(refusal, Refused { what, source: err }),
+        None => {
+            // A statement the server answered with an error was not
+            // applied; one cut off on the way may have been.
+            let answered = err.code().is_some();
+            StoreError::new(err, writes && !answered)
+        }
+    }
+}
+
+/// A refusal, with what to change; the server's words are its source.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+struct Refused {
+    what: &'static str,
+    source: Error,
+}

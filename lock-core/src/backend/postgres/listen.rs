@@ -1,0 +1,158 @@
+//! The one `LISTEN` connection of a Locker: releases of the namespace
+//! arrive as notifications (the stored name as payload) and wake the
+//! waiters of that lock, and only them.
+//!
+//! The connection is made again after it breaks (from 100 ms up to 2 s
+//! apart). While it is down a waiter cannot subscribe and falls back on
+//! the holder's remaining time; waiters subscribed when it broke are told
+//! (their signal ends) and do the same.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, Config, NoTls};
+
+use super::schema::Schema;
+use crate::backend::ReleaseSignal;
+use crate::store_error::StoreError;
+
+/// The listening task and the waiters it wakes.
+pub(super) struct Listener {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+/// What the task and the subscribers share.
+struct Shared {
+    /// Whether `LISTEN` is in effect.
+    up: AtomicBool,
+    /// The waiters of each lock: one signal per stored name, shared by its
+    /// subscribers and gone with the last of them.
+    routes: Mutex<HashMap<String, Route>>,
+}
+
+struct Route {
+    releases: watch::Sender<u64>,
+    subscribers: usize,
+}
+
+/// Drops a subscriber from its route (and the route with its last one).
+struct Registration {
+    shared: Arc<Shared>,
+    name: String,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut routes = self.shared.routes();
+        if let Some(route) = routes.get_mut(&self.name) {
+            route.subscribers -= 1;
+            if route.subscribers == 0 {
+                routes.remove(&self.name);
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Route>> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn released(&self, name: &str) {
+        if let Some(route) = self.routes().get(name) {
+            route.releases.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// `LISTEN` is no longer in effect: every signal ends, and new ones
+    /// start with the next connection.
+    fn down(&self) {
+        self.up.store(false, Ordering::Release);
+        for route in self.routes().values_mut() {
+            route.releases = watch::Sender::new(0);
+        }
+    }
+}
+
+impl Listener {
+    /// Starts listening on `schema`'s channel over a connection of its own.
+    pub(super) fn start(config: Config, schema: &Schema, timeout: Duration) -> Self {
+        let shared = Arc::new(Shared {
+            up: AtomicBool::new(false),
+            routes: Mutex::new(HashMap::new()),
+        });
+        let task = tokio::spawn(listen(
+            config,
+            schema.listen(),
+            timeout,
+            Arc::clone(&shared),
+        ));
+        Listener { shared, task }
+    }
+
+    /// A signal of the releases of the lock stored as `name`; active at once.
+    pub(super) fn subscribe(&self, name: &str) -> Result<ReleaseSignal, StoreError> {
+        if !self.shared.up.load(Ordering::Acquire) {
+            return Err(StoreError::new("the LISTEN connection is down", false));
+        }
+        let mut routes = self.shared.routes();
+        let route = routes.entry(name.to_owned()).or_insert_with(|| Route {
+            releases: watch::Sender::new(0),
+            subscribers: 0,
+        });
+        route.subscribers += 1;
+        let releases = route.releases.subscribe();
+        drop(routes);
+        let registration = Registration {
+            shared: Arc::clone(&self.shared),
+            name: name.to_owned(),
+        };
+        Ok(ReleaseSignal::new(releases, registration))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Keeps one connection listening, making it again when it breaks.
+async fn listen(config: Config, listen: String, timeout: Duration, shared: Arc<Shared>) {
+    const FIRST_PAUSE: Duration = Duration::from_millis(100);
+    let mut pause = FIRST_PAUSE;
+    loop {
+        if let Ok(Ok((client, mut connection))) =
+            tokio::time::timeout(timeout, config.connect(NoTls)).await
+        {
+            let mut asked = std::pin::pin!(client.batch_execute(&listen));
+            let mut listening = false;
+            loop {
+                let message = std::future::poll_fn(|cx| connection.poll_message(cx));
+                tokio::select! {
+                    answer = &mut asked, if !listening => {
+                        if answer.is_err() {
+                            break;
+                        }
+                        listening = true;
+                        pause = FIRST_PAUSE;
+                        shared.up.store(true, Ordering::Release);
+                    }
+                    message = message => match message {
+                        Some(Ok(AsyncMessage::Notification(note))) => shared.released(note.payload()),
+                        Some(Ok(_)) => {}
+                        Some(Err(_)) | None => break,
+                    },
+                }
+            }
+            shared.down();
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,261 @@
+//! The PostgreSQL backend: leases as rows of a table in the namespace's
+//! schema, taken and ended by owner-checked statements, with expiries on
+//! the server clock, tokens from a durable sequence, and releases told by
+//! `NOTIFY`.
+//!
+//! Rows rather than advisory locks: an advisory lock belongs to a session,
+//! so it breaks behind a transaction-pooling proxy and has no ttl, no
+//! watchdog and no token; a row is a lease like every other store's.
+
+mod connect;
+mod errors;
+mod listen;
+mod schema;
+
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+
+use self::errors::{bounded, store_error};
+use self::listen::Listener;
+use self::schema::Schema;
+use super::{Attempt, Grant, LockKind, Operators, ReleaseSignal, Store};
+use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::keys::StoredKeys;
+use crate::store_error::StoreError;
+use crate::token::FencingToken;
+
+/// Leases in PostgreSQL: one row per held lock in the table `leases` of
+/// the schema named after the namespace, over a small pool of connections
+/// (deadpool-postgres), and one more connection that `LISTEN`s for
+/// releases.
+///
+/// Each operation is one statement: acquire and release call the
+/// functions the schema holds (`acquire` inserts, takes over an expired
+/// row, or answers how long the holder has left; `release` deletes the
+/// owner's row and notifies waiters), renewal is an owner-checked
+/// `UPDATE`. A waiter sends nothing until a release is notified or the
+/// holder's lease runs out.
+///
+/// Tokens come from the schema's sequence, drawn once the row is locked,
+/// so they rise in grant order per key, also across a restart or a crash
+/// of the server (a sequence never gives a value twice). Keeps the plain
+/// lock and the multi-lock over it.
+pub struct PostgresBackend {
+    pool: Pool,
+    schema: Schema,
+    listener: Listener,
+    timeout: Duration,
+    description: String,
+    statements: Statements,
+}
+
+/// The text of each statement, made once per backend.
+struct Statements {
+    acquire: String,
+    renew: String,
+    release: String,
+    inspect: String,
+    held: String,
+    force_release: String,
+}
+
+impl Statements {
+    fn of(schema: &Schema) -> Self {
+        Statements {
+            acquire: schema.acquire(),
+            renew: schema.renew(),
+            release: schema.release(),
+            inspect: schema.inspect(),
+            held: schema.held(),
+            force_release: schema.force_release(),
+        }
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+impl PostgresBackend {
+    /// A pooled connection, within the timeout.
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        match tokio::time::timeout(self.timeout, self.pool.get()).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(deadpool_postgres::PoolError::Backend(err))) => Err(store_error(err, false)),
+            Ok(Err(err)) => Err(StoreError::new(err, false)),
+            Err(_) => Err(StoreError::timed_out(self.timeout).unknown(false)),
+        }
+    }
+
+    /// Runs `sql` (prepared once per connection) with `params`, expecting
+    /// rows; `writes` as in [`bounded`].
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        writes: bool,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = self.client().await?;
+        let statement = bounded(self.timeout, false, client.prepare_cached(sql)).await?;
+        bounded(self.timeout, writes, client.query(&statement, params)).await
+    }
+
+    /// The schema's name (the namespace).
+    pub fn schema(&self) -> &str {
+        &self.schema.name
+    }
+}
+
+impl Store for PostgresBackend {
+    async fn acquire(
+        &self,
+        keys: &StoredKeys,
+        kind: LockKind,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        if kind != LockKind::Exclusive {
+            return Err(StoreError::unsupported(kind));
+        }
+        let rows = self
+            .query(
+                &self.statements.acquire,
+                &[&keys.lease(), &owner, &millis(ttl)],
+                true,
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::new("acquire answered no row", false))?;
+        let token: Option<i64> = row.try_get(0).map_err(|err| store_error(err, false))?;
+        let remaining: Option<i64> = row.try_get(1).map_err(|err| store_error(err, false))?;
+        Ok(match token {
+            Some(token) => {
+                let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
+                Attempt::Acquired(Grant::new(token, ttl))
+            }
+            None => Attempt::Held {
+                remaining: remaining
+                    .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+            },
+        })
+    }
+
+    async fn renew(
+        &self,
+        keys: &StoredKeys,
+        _kind: LockKind,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let statement = bounded(
+            self.timeout,
+            false,
+            client.prepare_cached(&self.statements.renew),
+        )
+        .await?;
+        let (lease, ttl) = (keys.lease(), millis(ttl));
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&lease, &owner, &ttl];
+        let renewed = client.execute(&statement, &params);
+        Ok(bounded(self.timeout, true, renewed).await? == 1)
+    }
+
+    async fn release(
+        &self,
+        keys: &StoredKeys,
+        _kind: LockKind,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let rows = self
+            .query(&self.statements.release, &[&keys.lease(), &owner], true)
+            .await?;
+        let live: Option<bool> = match rows.first() {
+            Some(row) => row.try_get(0).map_err(|err| store_error(err, false))?,
+            None => None,
+        };
+        Ok(live == Some(true))
+    }
+
+    async fn subscribe(
+        &self,
+        keys: &StoredKeys,
+        _kind: LockKind,
+        _queued_owner: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        self.listener.subscribe(keys.lease())
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}
+
+impl Operators for PostgresBackend {
+    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+        let rows = self
+            .query(&self.statements.inspect, &[&keys.lease()], false)
+            .await?;
+        let mut inspection = Inspection::new(keys.user());
+        for row in rows {
+            let field = |err| store_error(err, false);
+            let owner: String = row.try_get(0).map_err(field)?;
+            let token: i64 = row.try_get(1).map_err(field)?;
+            let remaining: i64 = row.try_get(2).map_err(field)?;
+            let age: i64 = row.try_get(3).map_err(field)?;
+            let ms = |ms: i64| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+            let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
+            inspection.holders.push(
+                Holder::new(LockKind::Exclusive, owner, token)
+                    .remaining(ms(remaining))
+                    .age(ms(age)),
+            );
+        }
+        Ok(inspection)
+    }
+
+    async fn held_keys(
+        &self,
+        namespace: &str,
+        pattern: &Pattern,
+    ) -> Result<Vec<String>, StoreError> {
+        // Pages of names in order, so that a large table is read in bounded
+        // steps and the answer stays bounded too.
+        const PAGE: i64 = 1_000;
+        let prefix = format!("{namespace}:{{");
+        let mut found = Vec::new();
+        let mut after = String::new();
+        loop {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&after, &PAGE, &prefix];
+            let rows = self.query(&self.statements.held, &params, false).await?;
+            let page = rows.len();
+            for row in rows {
+                let name: String = row.try_get(0).map_err(|err| store_error(err, false))?;
+                if let Some(user) = user_key_of(&name, namespace)
+                    && pattern.matches(&user)
+                {
+                    found.push(user);
+                    if found.len() == MAX_LISTED {
+                        return Ok(found);
+                    }
+                }
+                after = name;
+            }
+            if page < PAGE as usize {
+                return Ok(found);
+            }
+        }
+    }
+
+    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+        let rows = self
+            .query(&self.statements.force_release, &[&keys.lease()], true)
+            .await?;
+        let removed: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(|err| store_error(err, false))?,
+            None => 0,
+        };
+        Ok(usize::try_from(removed).unwrap_or(0))
+    }
+}
