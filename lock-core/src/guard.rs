@@ -210,7 +210,7 @@ impl LockGuard {
         let locally_lost = lease.end();
         let outcome = lease.release_in_store().await;
         *released = true;
-        lease.pass_turn();
+        lease.pass_front();
         match (locally_lost, outcome) {
             (Some(reason), _) => Err(lease.lost_error(reason)),
             (None, Ok(true)) => Ok(()),
@@ -253,14 +253,14 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
                 tracing::warn!(key = %lease.keys.user(), "the store did not answer in place; the lease ends at its TTL")
             }
         }
-        lease.pass_turn();
+        lease.pass_front();
         return;
     }
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             let mut release = Box::pin(async move {
                 let _ = lease.release_in_store().await;
-                lease.pass_turn();
+                lease.pass_front();
             });
             // One poll here sends the request at once and, on a store that
             // answers in place (memory), finishes without a task. A spawned
@@ -273,7 +273,7 @@ pub(crate) fn release_in_background(lease: Arc<LeaseState>) {
         }
         Err(_) => {
             tracing::warn!(key = %lease.keys.user(), "guard dropped outside a Tokio runtime; the lease ends at its TTL");
-            lease.pass_turn();
+            lease.pass_front();
         }
     }
 }

@@ -76,8 +76,9 @@
 //! # Words
 //! - **Lease**: the right to a lock for a time (the ttl), renewed while held.
 //! - **Holder**: the owner of a live lease. Its **owner value** (the
-//!   Locker's label, its process and a random part) is what the store
-//!   checks before it renews or releases.
+//!   Locker's label, the process, a random part per process and a number
+//!   per acquisition) is what the store checks before it renews or
+//!   releases.
 //! - **Token**: a number that strictly rises with each grant of a key,
 //!   handed to every write the lock protects so that a late writer is
 //!   refused ([`FencingToken`]).
@@ -85,8 +86,9 @@
 //!   ([`LockKind`]); each kind on a key is a lock of its own.
 //! - **Waiter**: a request waiting for a held lock. Waiters of one process
 //!   form a **local queue** per key, and only the one at its front talks to
-//!   the store; a fair request or a waiting writer also keeps a **queue
-//!   entry** in the store, which holds its place fleet-wide.
+//!   the store. Where the store queues waiters (a fair request, a waiting
+//!   writer; every waiter on etcd and ZooKeeper), a waiter also keeps a
+//!   **queue entry** in the store, which holds its place fleet-wide.
 //!
 //! # Parts
 //! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;

@@ -48,7 +48,7 @@ type QueueMap = KeyMap<Option<Arc<KeyQueue>>>;
 /// of one means nobody waits.
 #[derive(Debug)]
 struct KeyQueue {
-    fronts: Semaphore,
+    front: Semaphore,
     waiting: AtomicUsize,
 }
 
@@ -84,7 +84,7 @@ impl Drop for Front {
 
 /// A front just taken by [`LocalQueues::try_enter`], borrowed from its
 /// queues: freed if dropped, else handed on (to a lease that frees it
-/// through its LocalQueues, or as an owned [`Front`]).
+/// through its queues, or as an owned [`Front`]).
 #[derive(Debug)]
 pub(crate) struct FrontTaken<'a> {
     queues: &'a Arc<LocalQueues>,
@@ -100,7 +100,7 @@ impl FrontTaken<'_> {
     }
 
     /// The front as the lease on these keys holds it: it passes it on
-    /// through the LocalQueues ([`LocalQueues::leave`]).
+    /// through the queues ([`LocalQueues::leave`]).
     pub(crate) fn into_held(mut self) -> HeldFront {
         self.armed = false;
         HeldFront::InQueue
@@ -133,8 +133,8 @@ impl Drop for Waiter<'_> {
         // Only the map and this waiter know the queue, and the front sits
         // unclaimed in it (handed over as this waiter gave up): no one is
         // left to end the queue.
-        let abandoned = Arc::strong_count(&queue) == 2 && queue.fronts.available_permits() == 1;
-        // Let go while the shard is locked, so that a holder ending its
+        let abandoned = Arc::strong_count(&queue) == 2 && queue.front.available_permits() == 1;
+        // Let go while the shard is locked, so that a holder giving up the
         // front next sees that this waiter is gone.
         drop(queue);
         if abandoned {
@@ -181,7 +181,7 @@ impl LocalQueues {
         };
         if let Some(queue) = queue {
             // A front handed over to a waiter that gave up.
-            if let Ok(permit) = queue.fronts.try_acquire() {
+            if let Ok(permit) = queue.front.try_acquire() {
                 permit.forget();
                 return Ok(Found::Front);
             }
@@ -191,7 +191,7 @@ impl LocalQueues {
         }
         let queue = queue.get_or_insert_with(|| {
             Arc::new(KeyQueue {
-                fronts: Semaphore::new(0),
+                front: Semaphore::new(0),
                 waiting: AtomicUsize::new(0),
             })
         });
@@ -224,7 +224,7 @@ impl LocalQueues {
             && Arc::strong_count(&queue) > 1
         {
             // Somebody waits: hand the front over and keep the queue.
-            queue.fronts.add_permits(1);
+            queue.front.add_permits(1);
             queues.insert(stored, Some(queue));
         }
     }
@@ -247,8 +247,8 @@ impl LocalQueues {
             keys,
             queue: Some(queue),
         };
-        let fronts = &waiter.queue.as_ref().expect("set above").fronts;
-        let acquired = match tokio::time::timeout_at(deadline, fronts.acquire()).await {
+        let front = &waiter.queue.as_ref().expect("set above").front;
+        let acquired = match tokio::time::timeout_at(deadline, front.acquire()).await {
             Ok(Ok(permit)) => {
                 permit.forget();
                 true
@@ -274,7 +274,7 @@ impl LocalQueues {
         }
     }
 
-    /// LocalQueues currently open (keys held or awaited by this process).
+    /// Queues currently open (keys held or awaited by this process).
     #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn open_queues(&self) -> usize {
         self.map.sum(QueueMap::len)
@@ -288,7 +288,7 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test]
-    async fn lines_are_fifo_and_vanish_when_empty() {
+    async fn queues_are_fifo_and_vanish_when_empty() {
         let queues = LocalQueues::new(10);
         let k = StoredKeys::new("lock", "k").unwrap();
         let first = queues.try_enter(&k).unwrap().owned();
@@ -317,7 +317,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_line_ends_with_its_last_holder_or_waiter() {
+    async fn a_queue_ends_with_its_last_holder_or_waiter() {
         let queues = LocalQueues::new(10);
         let k = StoredKeys::new("lock", "k").unwrap();
         // A waiter that times out leaves the holder's queue in place.
@@ -347,7 +347,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_line_is_bounded() {
+    async fn the_queue_is_bounded() {
         let queues = LocalQueues::new(1);
         let k = StoredKeys::new("lock", "k").unwrap();
         let _held = queues.try_enter(&k).unwrap().owned();

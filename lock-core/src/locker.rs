@@ -67,8 +67,8 @@ struct LockerInner {
     kind_queues: KindQueues,
     /// The fair requests, which do not queue locally: each asks the store at once.
     fair: Arc<Places>,
-    /// The front to make a fair request's first try (one at a time per key,
-    /// in call order), given up once it is answered.
+    /// The queues that send fair requests' first tries one at a time per
+    /// key, in call order.
     fair_sends: Arc<LocalQueues>,
     watchdogs: Watchdogs,
 }
@@ -117,8 +117,8 @@ impl Locker {
         &self.inner.fair
     }
 
-    /// The front to make a fair request's first try (one at a time per key,
-    /// in call order), given up once it is answered.
+    /// The queues that send fair requests' first tries one at a time per
+    /// key, in call order.
     pub(crate) fn fair_sends(&self) -> &Arc<LocalQueues> {
         &self.inner.fair_sends
     }

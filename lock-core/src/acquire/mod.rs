@@ -71,8 +71,9 @@ enum Local {
     /// The front of its local queue.
     Front(Front),
     /// A fair request's place: it waits beside this Locker's other fair
-    /// requests, each with its own queue entry in the store; `first_send` is its
-    /// front to make its first try, given up once that is answered.
+    /// requests, each with its own queue entry in the store; `first_send`
+    /// keeps it at the front of the key's send queue until its first try
+    /// is answered.
     Place {
         place: Place,
         first_send: Option<Front>,
@@ -169,15 +170,16 @@ impl Acquisition {
         })
     }
 
-    /// Takes the front in the local queue for the key (waiting if another task
-    /// of this process has it), then works the store.
+    /// Waits to reach the front of the key's local queue (behind other
+    /// tasks of this process), then works the store.
     pub(crate) async fn queue_up(self) -> Result<LockGuard, LockError> {
         let locker = &self.locker;
         let started = Instant::now();
         if self.kind == LockKind::Fair {
             // Served in the order requests reached the store: each takes its
-            // queue entry now, not when a local front would come. Its first try
-            // waits for the front to send, so the store queues this process's
+            // queue entry now, not when it would reach the front of a local
+            // queue. Its first try waits to reach the front of the send queue,
+            // so the store queues this process's
             // requests in call order.
             let first_send = self.take_front(locker.fair_sends(), started).await?;
             let place = locker

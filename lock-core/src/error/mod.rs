@@ -145,7 +145,7 @@ pub enum LockError {
     /// +unsubscribe +hget +hset +hdel +hgetall +hlen` (and `+wait` with
     /// [`LockerBuilder::replicas`](crate::LockerBuilder::replicas)); on a
     /// Redis Cluster also `+spublish +ssubscribe +sunsubscribe
-    /// +cluster|fronts`. Fenced writes (`RedisFence`) need the data's keys
+    /// +cluster|slots`. Fenced writes (`RedisFence`) need the data's keys
     /// and their token records (`{<key>}:fence`) too.
     #[error(
         "lock store's access rules deny a command, key or channel that lock `{key}` needs; \

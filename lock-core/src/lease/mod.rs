@@ -136,7 +136,7 @@ impl LeaseState {
     pub(crate) fn mark_lost(&self, reason: LossReason) {
         if self.leave_held(Status::Lost(reason)) {
             // The front first: whoever hears of the loss finds the queue free.
-            self.pass_turn();
+            self.pass_front();
             self.loss.notify_waiters();
             tracing::warn!(key = %self.keys.user(), token = %self.token, %reason, "lock lease lost");
             crate::telemetry::lost(reason);
@@ -215,7 +215,7 @@ impl LeaseState {
         held
     }
 
-    pub(crate) fn pass_turn(&self) {
+    pub(crate) fn pass_front(&self) {
         let front = self
             .front
             .lock()

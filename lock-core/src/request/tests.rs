@@ -8,7 +8,7 @@ use crate::keys::StoredKeys;
 use crate::{LockError, Locker, StoreError};
 
 #[tokio::test]
-async fn a_claim_the_store_does_not_keep_fails_before_any_wait() {
+async fn a_kind_the_store_does_not_keep_fails_before_any_wait() {
     // A store that keeps only the exclusive lease (the trait's default).
     let store = AtLeast {
         store: MemoryBackend::new(),

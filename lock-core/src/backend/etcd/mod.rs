@@ -55,7 +55,7 @@ struct Shared {
     leases: Leases,
     held: Arc<Held<Lease>>,
     /// The task that checks held entries for renewals.
-    standing: LazyBatchRunner<HeldCheck>,
+    held_checks: LazyBatchRunner<HeldCheck>,
     /// The reaper task (see [`held`]), likewise.
     reaper: Mutex<Option<tokio::task::AbortHandle>>,
     description: String,
@@ -69,7 +69,7 @@ impl EtcdBackend {
                 client,
                 timeout,
                 held: Arc::default(),
-                standing: LazyBatchRunner::new(MAX_TXN_OPS),
+                held_checks: LazyBatchRunner::new(MAX_TXN_OPS),
                 reaper: Mutex::default(),
                 description,
             }),
@@ -185,16 +185,16 @@ impl Store for EtcdBackend {
         };
         self.reaper();
         let shared = &self.shared;
-        let standing = || HeldCheck {
+        let held_check = || HeldCheck {
             client: shared.client.clone(),
             timeout: shared.timeout,
         };
         let ask = (entry.stored.clone(), entry.revision);
-        let check = shared.standing.ask(ask, shared.timeout, standing);
+        let check = shared.held_checks.ask(ask, shared.timeout, held_check);
         let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
         match (alive, stands) {
             (Ok(true), Ok(true)) => Ok(true),
-            // TryFailed is gone, whatever the other answer.
+            // A lease or entry that is gone is gone, whatever the other answer.
             (Ok(false), _) | (_, Ok(false)) => Ok(false),
             (Err(err), _) | (_, Err(err)) => Err(err),
         }
@@ -257,7 +257,7 @@ impl Store for EtcdBackend {
         let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
         let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
         match entry {
-            Some(entry) => waiting::turn_of(client, timeout, names, kind, entry.revision).await,
+            Some(entry) => waiting::wait_ahead(client, timeout, names, kind, entry.revision).await,
             None => waiting::deletes_under(client, timeout, names.ahead(kind)).await,
         }
     }

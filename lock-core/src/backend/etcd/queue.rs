@@ -22,7 +22,8 @@ use crate::store_error::StoreError;
 pub(super) struct Names {
     /// The prefix of every entry of the kind on the key.
     pub(super) base: String,
-    /// The entry of this acquisition (the queue entry name, for a segment).
+    /// The name the held table files this acquisition under (for a segment,
+    /// its entry).
     pub(super) entry: String,
 }
 
@@ -35,7 +36,7 @@ impl Names {
         let entry = match kind {
             LockKind::Read => format!("{base}r/{owner}"),
             LockKind::Write => format!("{base}w/{owner}"),
-            // Segments are stored as `<base><segment>`; this names the queue entry.
+            // Segments are stored as `<base><segment>`; this names the acquisition.
             LockKind::Segment { .. } => format!("{base}owner/{owner}"),
             _ => format!("{base}{owner}"),
         };

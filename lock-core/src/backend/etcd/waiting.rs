@@ -33,7 +33,7 @@ enum Behind {
 }
 
 /// Tells the waiter whose entry has create revision `revision` its turn.
-pub(super) async fn turn_of(
+pub(super) async fn wait_ahead(
     client: Client,
     timeout: Duration,
     names: Names,

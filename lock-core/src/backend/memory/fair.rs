@@ -23,7 +23,7 @@ pub(super) struct FairQueue {
 #[derive(Debug)]
 struct FairEntry {
     owner: HeldBy,
-    /// A entry lapses unless its waiter asks again; a lease unless renewed.
+    /// An entry lapses unless its waiter asks again; a lease unless renewed.
     expires: Instant,
     /// Minted when the entry came first: it then holds the lock.
     token: Option<FencingToken>,

@@ -27,7 +27,7 @@ pub(crate) trait Leased: Send + Sync + 'static {
 /// How long a failed reaping waits before it is tried again.
 const REAP_RETRY: Duration = Duration::from_secs(1);
 
-/// Entries by queue entry name (`<base><owner>`, which names one acquisition).
+/// Entries by acquisition name (`<base><owner>`).
 pub(crate) struct Held<L> {
     table: Mutex<Table<L>>,
     /// An entry was added (the reaper may have to wake sooner), or the

@@ -305,7 +305,7 @@ where
     }
 
     /// A waiter with a queue entry (a fair lock's place, a writer's mark) hears
-    /// only of its own turn, on a channel of its own (`<channel>:<owner>`),
+    /// only of when it may go, on a channel of its own (`<channel>:<owner>`),
     /// so that a release wakes the one waiter that may go on.
     async fn subscribe<'a>(
         &'a self,

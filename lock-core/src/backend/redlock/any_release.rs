@@ -27,7 +27,7 @@ pub(super) fn any_of(signals: Vec<ReleaseSignal>) -> ReleaseSignal {
     ReleaseSignal::new(heard, Forwarders(forwarders))
 }
 
-/// Stops forwarding a any_of signal's releases when it is dropped.
+/// Stops forwarding the combined signal's releases when it is dropped.
 struct Forwarders(Vec<AbortHandle>);
 
 impl Drop for Forwarders {

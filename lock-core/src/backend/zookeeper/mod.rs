@@ -179,12 +179,12 @@ impl Store for ZooKeeperBackend {
             return Ok(false);
         }
         let timeout = self.shared.timeout;
-        let standing = || HeldCheck {
+        let held_check = || HeldCheck {
             client: entry.lease.client.clone(),
             timeout,
         };
         let ask = (entry.stored.clone(), entry.revision);
-        match entry.lease.standing.ask(ask, timeout, standing).await {
+        match entry.lease.held_checks.ask(ask, timeout, held_check).await {
             // An expired session says so on the next request.
             Err(_) if !entry.lease.may_serve() => Ok(false),
             answer => answer,
@@ -240,7 +240,7 @@ impl Store for ZooKeeperBackend {
                     .next()
                     .unwrap_or_default()
                     .to_owned();
-                waiting::turn_of(entry.lease.client.clone(), timeout, names, kind, mine).await
+                waiting::wait_ahead(entry.lease.client.clone(), timeout, names, kind, mine).await
             }
             None => {
                 let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;

@@ -38,7 +38,7 @@ pub(super) struct Session {
     /// The session timeout the server agreed to.
     pub(super) ttl: Duration,
     /// The task that checks its held nodes for renewals.
-    pub(super) standing: LazyBatchRunner<HeldCheck>,
+    pub(super) held_checks: LazyBatchRunner<HeldCheck>,
 }
 
 impl Leased for Session {
@@ -107,7 +107,7 @@ impl Sessions {
         Ok(Session {
             client,
             ttl,
-            standing: LazyBatchRunner::new(MAX_READS),
+            held_checks: LazyBatchRunner::new(MAX_READS),
         })
     }
 

@@ -18,7 +18,7 @@ use crate::store_error::StoreError;
 
 /// Tells the waiter whose node is `mine` (a child of `names.parent`) its
 /// turn.
-pub(super) async fn turn_of(
+pub(super) async fn wait_ahead(
     client: Client,
     timeout: Duration,
     names: Names,

@@ -193,7 +193,7 @@ pub async fn semaphore_waiters_of_a_process_line_up(store: TestStore) {
             .unwrap()
             .unwrap();
     }
-    assert_eq!(locker.local_queues(), 0, "a line was left behind");
+    assert_eq!(locker.local_queues(), 0, "a queue was left behind");
 }
 
 /// Acquires of permits and segments given up at any point (queued locally, at the

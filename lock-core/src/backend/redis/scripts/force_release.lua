@@ -11,7 +11,7 @@
 -- Replies the number of holders and queue entries removed.
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local removed, highest, ticketed = 0, 0, {}
+local removed, highest, queued = 0, 0, {}
 
 local function seen(token)
   token = tonumber(token)
@@ -31,9 +31,9 @@ for i = 2, 5 do
       removed = removed + 1
       local token = string.match(value, '^1|(%d+)|')
       seen(token)
-      if i == 2 and token == '0' then ticketed[#ticketed + 1] = field end
+      if i == 2 and token == '0' then queued[#queued + 1] = field end
       if i == 3 and field == '~' then
-        ticketed[#ticketed + 1] = string.match(value, '^1|%d+|%d+|(.*)$')
+        queued[#queued + 1] = string.match(value, '^1|%d+|%d+|(.*)$')
       end
     end
   end
@@ -47,7 +47,7 @@ if highest >= now_us then
 end
 if removed > 0 then
   redis.call(ARGV[2], ARGV[1], '1')
-  for _, owner in ipairs(ticketed) do redis.call(ARGV[2], ARGV[1] .. ':' .. owner, '1') end
+  for _, owner in ipairs(queued) do redis.call(ARGV[2], ARGV[1] .. ':' .. owner, '1') end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 return removed
