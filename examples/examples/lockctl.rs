@@ -5,7 +5,13 @@
 //! cargo run -p examples --example lockctl -- [--url URL] [--namespace NS] list 'order:*'
 //! cargo run -p examples --example lockctl -- show order:42
 //! cargo run -p examples --example lockctl -- release order:42 --force
+//! cargo run -p examples --example lockctl -- [--namespace NS] schema --role ROLE
 //! ```
+//!
+//! `schema` prints, without reaching any store, the PostgreSQL DDL of the
+//! namespace's tables and the grants a role needs to lock with them: for
+//! databases whose schema changes a DBA runs (the Locker then finds the
+//! tables and makes none).
 //!
 //! The store is `--url` (any `Locker::connect` URL: `redis://`,
 //! `rediss://`, `redis+sentinel://`, `redis+cluster://`; `etcd://` and
@@ -18,8 +24,8 @@ use std::time::Duration;
 
 use lock_core::{Inspection, LockError, Locker};
 
-const USAGE: &str =
-    "usage: lockctl [--url URL] [--namespace NS] (list PATTERN | show KEY | release KEY --force)";
+const USAGE: &str = "usage: lockctl [--url URL] [--namespace NS] \
+     (list PATTERN | show KEY | release KEY --force | schema --role ROLE)";
 
 /// What to do, from the command line.
 #[derive(Debug)]
@@ -27,6 +33,7 @@ enum Command {
     List(String),
     Show(String),
     Release(String),
+    Schema { role: String },
 }
 
 #[derive(Debug)]
@@ -38,12 +45,14 @@ struct Args {
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let (mut url, mut namespace, mut words, mut force) = (None, None, Vec::new(), false);
+    let mut role = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--url" => url = Some(args.next().ok_or("--url needs a URL")?),
             "--namespace" => namespace = Some(args.next().ok_or("--namespace needs a name")?),
             "--force" => force = true,
+            "--role" => role = Some(args.next().ok_or("--role needs a role name")?),
             "-h" | "--help" => return Err(USAGE.to_owned()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
             _ => words.push(arg),
@@ -53,6 +62,9 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         [verb, key] if verb == "list" => Command::List(key.clone()),
         [verb, key] if verb == "show" => Command::Show(key.clone()),
         [verb, key] if verb == "release" && force => Command::Release(key.clone()),
+        [verb] if verb == "schema" => Command::Schema {
+            role: role.ok_or("schema needs the role that will lock: add --role ROLE")?,
+        },
         [verb, _] if verb == "release" => {
             return Err("release breaks the lock of whoever holds it: add --force".to_owned());
         }
@@ -104,10 +116,12 @@ async fn run(url: &str, args: Args) -> Result<(), LockError> {
             }
         }
         Command::Show(key) => print_inspection(&locker.inspect(&key).await?),
+        // Printed before any store is reached (see `main`).
+        Command::Schema { .. } => {}
         Command::Release(key) => {
             print_inspection(&locker.inspect(&key).await?);
             let removed = locker.force_release(&key).await?;
-            println!("{key}: removed {removed} holders and tickets");
+            println!("{key}: removed {removed} holders and queue entries");
         }
     }
     Ok(())
@@ -129,6 +143,22 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::Schema { role } = &args.command {
+        let namespace = args
+            .namespace
+            .as_deref()
+            .unwrap_or(lock_core::DEFAULT_NAMESPACE);
+        return match lock_core::backend::PostgresBackend::schema_sql(namespace, role) {
+            Ok((ddl, grants)) => {
+                println!("{ddl}\n{grants}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let url = (args.url.clone())
         .or_else(|| std::env::var("LOCK_URL").ok())
         .or_else(|| std::env::var("REDIS_URL").ok());

@@ -190,6 +190,11 @@ impl LockerBuilder {
     #[cfg(feature = "postgres")]
     pub async fn postgres(self, url: &str) -> Result<Locker, LockError> {
         let config = self.validated()?;
+        let longest = PostgresBackend::MAX_NAMESPACE_LEN;
+        if config.namespace.len() > longest {
+            let why = format!("PostgreSQL keeps schema names of at most {longest} bytes");
+            return Err(LockError::invalid_config("namespace", why));
+        }
         let connect = PostgresBackend::connect(url, &config.namespace, config.timeout).await;
         Self::checked(connect, config).await
     }
@@ -312,8 +317,8 @@ impl LockerBuilder {
     /// URLs; one reachable node is enough) belong to, as
     /// `redis+cluster://host:port,host:port` does with
     /// [`redis`](Self::redis). Every kind of lock runs on it (a lock's keys
-    /// share one front), and so does [`replicas`](Self::replicas) (`WAIT` on
-    /// the front's master). Waiters listen on the shard channel of their
+    /// share one slot), and so does [`replicas`](Self::replicas) (`WAIT` on
+    /// the slot's master). Waiters listen on the shard channel of their
     /// lock (`SSUBSCRIBE`, Redis 7 or newer).
     ///
     /// ```no_run

@@ -163,6 +163,27 @@ impl PostgresServer {
         client
     }
 
+    /// Stops the server (`pg_ctl stop -m fast`: clients are cut off, the
+    /// data is written) and starts it again on the same port.
+    pub fn restart(&self) {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data().display().to_string(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+        assert!(
+            self.try_start(),
+            "PostgreSQL did not start again on port {}",
+            self.port
+        );
+    }
+
     /// The directory of the cluster.
     pub fn path(&self) -> &Path {
         self.dir.path()

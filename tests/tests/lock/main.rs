@@ -12,6 +12,7 @@ mod healing;
 mod history;
 mod macros;
 mod metrics;
+mod postgres;
 mod processes;
 mod redis_only;
 mod redlock;

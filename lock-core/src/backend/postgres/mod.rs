@@ -78,6 +78,10 @@ fn millis(d: Duration) -> i64 {
 }
 
 impl PostgresBackend {
+    /// The longest namespace a PostgreSQL store takes: the namespace names
+    /// a schema, and PostgreSQL cuts longer names.
+    pub const MAX_NAMESPACE_LEN: usize = schema::MAX_NAME_LEN;
+
     /// A pooled connection, within the timeout.
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         match tokio::time::timeout(self.timeout, self.pool.get()).await {

@@ -20,7 +20,7 @@ use crate::store_error::{Refusal, StoreError};
 pub(crate) const FORMAT: u32 = 1;
 
 /// The longest name PostgreSQL keeps whole (it cuts longer ones).
-const MAX_NAME_LEN: usize = 63;
+pub(crate) const MAX_NAME_LEN: usize = 63;
 
 /// The schema of one namespace, and the statements that reach it.
 #[derive(Debug, Clone)]
@@ -159,6 +159,7 @@ $$;
     /// run (by another role, for example a DBA's migration).
     pub(super) fn grants(&self, role: &str) -> String {
         let s = self.quoted();
+        let role = format!("\"{}\"", role.replace('"', "\"\""));
         format!(
             "GRANT USAGE ON SCHEMA {s} TO {role};\n\
              GRANT SELECT ON {s}.format TO {role};\n\
@@ -238,7 +239,11 @@ mod tests {
     fn a_namespace_longer_than_a_postgres_name_is_refused_by_name() {
         let long = "n".repeat(64);
         let err = Schema::of(&long).unwrap_err();
-        assert!(err.to_string().contains("63 bytes"), "{err}");
+        let told = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            told.is_some_and(|told| told.contains("63 bytes")),
+            "{err:?}"
+        );
         assert_eq!(Schema::of("lock").unwrap().quoted(), "\"lock\"");
     }
 }

@@ -1,0 +1,132 @@
+//! The PostgreSQL store's own promises, beyond the conformance suite
+//! (which runs on it too): what connecting checks and tells, the printed
+//! schema run by hand and locked under exactly the rights it grants, and
+//! tokens that rise across a restart of the server.
+
+use std::time::Duration;
+
+use lock_core::backend::PostgresBackend;
+use lock_core::{LockError, Locker};
+use lock_testkit::{PostgresServer, error_chain};
+
+async fn locker(server: &PostgresServer) -> Result<Locker, LockError> {
+    Locker::connect(&server.postgres_url()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
+    let server = PostgresServer::start();
+    // Two Lockers connecting at once make the tables once, between them.
+    let (a, b) = tokio::join!(locker(&server), locker(&server));
+    let (a, b) = (a.expect("first Locker"), b.expect("second Locker"));
+    let guard = a.lock("order:1").await.unwrap();
+    assert!(b.try_lock("order:1").await.unwrap().is_none());
+    guard.release().await.unwrap();
+
+    let url = format!("postgres://postgres@127.0.0.1:{}/nope", server.port());
+    let err = Locker::connect(&url).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    assert!(
+        error_chain(&err).contains("database the URL names does not exist"),
+        "{}",
+        error_chain(&err)
+    );
+
+    let err = Locker::connect("postgres://postgres@127.0.0.1:notaport/x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    assert!(
+        error_chain(&err).contains("postgres://[user[:password]@]host"),
+        "{}",
+        error_chain(&err)
+    );
+
+    let long = Locker::builder().namespace("n".repeat(64));
+    let err = long.postgres(&server.postgres_url()).await.unwrap_err();
+    assert!(err.to_string().contains("namespace"), "{err}");
+
+    // Tables of another format are refused, never reused.
+    let admin = server.client().await;
+    admin
+        .batch_execute("UPDATE lock.format SET version = 2")
+        .await
+        .unwrap();
+    let err = locker(&server).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::UnknownFormat {
+                stored: 2,
+                ours: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
+    let server = PostgresServer::start();
+    let admin = server.client().await;
+    let (ddl, grants) = PostgresBackend::schema_sql("lock", "locker").unwrap();
+    admin
+        .batch_execute(&ddl)
+        .await
+        .expect("the printed DDL runs");
+    admin
+        .batch_execute("CREATE ROLE locker LOGIN; CREATE ROLE stranger LOGIN")
+        .await
+        .unwrap();
+    admin
+        .batch_execute(&grants)
+        .await
+        .expect("the printed grants run");
+
+    let as_role = |role: &str| format!("postgres://{role}@127.0.0.1:{}/postgres", server.port());
+    let one = Locker::connect(&as_role("locker"))
+        .await
+        .expect("the granted role connects");
+    let two = Locker::connect(&as_role("locker")).await.unwrap();
+    let first = one.lock("order:7").await.unwrap();
+    let waiter =
+        tokio::spawn(async move { two.lock("order:7").wait(Duration::from_secs(10)).await });
+    let token = first.token();
+    first.release().await.unwrap();
+    let second = waiter.await.unwrap().expect("the waiter gets the lock");
+    assert!(second.token() > token);
+    assert_eq!(one.inspect("order:7").await.unwrap().holders.len(), 1);
+    assert_eq!(one.force_release("order:7").await.unwrap(), 1);
+
+    // A role without the grants is told at connect, with what to do.
+    let err = Locker::connect(&as_role("stranger")).await.unwrap_err();
+    assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
+    assert!(
+        error_chain(&err).contains("lockctl schema"),
+        "{}",
+        error_chain(&err)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_rise_across_a_restart_of_the_server() {
+    let server = PostgresServer::start();
+    let locker = Locker::builder()
+        .wait(Duration::from_secs(20))
+        .postgres(&server.postgres_url())
+        .await
+        .unwrap();
+    let before = locker.lock("order:9").await.unwrap();
+    let token = before.token();
+    before.release().await.unwrap();
+    server.restart();
+    // The pool's connections broke with the restart; the next lock goes on
+    // through new ones.
+    let after = locker
+        .lock("order:9")
+        .await
+        .expect("a lock after the restart");
+    assert!(after.token() > token, "{} after {token}", after.token());
+    after.release().await.unwrap();
+}
