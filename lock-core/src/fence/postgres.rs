@@ -20,12 +20,17 @@
 //! One row updated: the write happened. None: either the row does not exist
 //! or a newer token already wrote it; `PgFence` tells the two apart and
 //! reports the second as `LockError::StaleToken`.
+//!
+//! A lock held in the same database (the PostgreSQL store) needs no token
+//! column: [`LockGuard::check_in`] makes a transaction's writes commit only
+//! while the lease holds.
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::stale;
-use crate::error::{LockError, Operation};
+use crate::error::{LockError, LossReason, Operation};
+use crate::guard::LockGuard;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
@@ -157,6 +162,53 @@ impl PgFence {
                 ))
             }
         }
+    }
+}
+
+impl LockGuard {
+    /// Checks, inside the transaction `client` runs (feature `postgres`),
+    /// that this guard's lease is still held in a PostgreSQL store in the
+    /// same database, and keeps it so until that transaction ends: the
+    /// lease row is locked `FOR SHARE`, and taking over a lease needs the
+    /// row lock, so no other owner is granted the key before the
+    /// transaction commits or rolls back. Writes made after the check then
+    /// commit only while the lease holds, with no token column.
+    ///
+    /// A lease that expired or changed owner is [`LockError::Lost`] (and
+    /// [`lost`](Self::lost) resolves): roll the transaction back. The role
+    /// needs `UPDATE` on the lease table (`lockctl schema` grants it).
+    ///
+    /// ```no_run
+    /// # async fn pay(locker: lock_core::Locker, db: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// let guard = locker.lock("account:7").await?;
+    /// let transaction = db.transaction().await?;
+    /// guard.check_in(&transaction).await?;
+    /// transaction
+    ///     .execute("UPDATE accounts SET balance = balance + 50 WHERE id = 7", &[])
+    ///     .await?;
+    /// transaction.commit().await?; // only while the lease holds
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check_in(&self, client: &impl GenericClient) -> Result<(), LockError> {
+        let lease = &self.lease;
+        let name = lease.keys.lease();
+        // The schema is the namespace: the stored name up to its `:{`.
+        let schema = name.split_once(":{").map_or(name, |(schema, _)| schema);
+        // The row lock is the safety line: a takeover waits for it.
+        let check = format!(
+            "SELECT 1 FROM \"{schema}\".leases WHERE name = $1 AND owner = $2 \
+             AND expires > clock_timestamp() FOR SHARE"
+        );
+        let owner = lease.owner.as_str();
+        let held = client.query_opt(check.as_str(), &[&name, &owner]).await;
+        let held = held.map_err(|err| unavailable(self.key(), err))?;
+        if held.is_some() {
+            return Ok(());
+        }
+        lease.mark_lost(LossReason::OwnerChanged);
+        Err(lease.lost_error(LossReason::OwnerChanged))
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use lock_core::backend::PostgresBackend;
 use lock_core::{LockError, Locker};
 use lock_testkit::{PostgresServer, error_chain};
+use tokio::time::Instant;
 
 async fn locker(server: &PostgresServer) -> Result<Locker, LockError> {
     Locker::connect(&server.postgres_url()).await
@@ -129,4 +130,91 @@ async fn tokens_rise_across_a_restart_of_the_server() {
         .expect("a lock after the restart");
     assert!(after.token() > token, "{} after {token}", after.token());
     after.release().await.unwrap();
+}
+
+/// A transaction checked in under a lease commits its writes while the
+/// lease holds, even past its expiry: the row lock keeps the next owner
+/// out until the commit. A holder whose lease was taken is refused at the
+/// check, so its write never commits; no token column is involved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
+    let server = PostgresServer::start();
+    let url = server.postgres_url();
+    let ttl = Duration::from_millis(300);
+    let holder = Locker::builder()
+        .ttl(ttl)
+        .watchdog(false)
+        .postgres(&url)
+        .await
+        .unwrap();
+    let other = Locker::builder()
+        .wait(Duration::from_secs(20))
+        .postgres(&url)
+        .await
+        .unwrap();
+    let admin = server.client().await;
+    admin
+        .batch_execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (7, 0)")
+        .await
+        .unwrap();
+    let mut db = server.client().await;
+
+    let guard = holder.lock("account:7").await.unwrap();
+    let transaction = db.transaction().await.unwrap();
+    guard
+        .check_in(&transaction)
+        .await
+        .expect("held: checked in");
+    transaction
+        .execute(
+            "UPDATE accounts SET balance = balance + 1 WHERE id = 7",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The lease runs out while the transaction is open (unrenewed: the
+    // expiry is the contract), and another owner asks for the key.
+    tokio::time::sleep(guard.expires_in() + Duration::from_millis(100)).await;
+    let taker =
+        tokio::spawn(async move { other.lock("account:7").await.map(|g| (g, Instant::now())) });
+    // It waits on the row the transaction keeps locked.
+    let blocked = "SELECT count(*) FROM pg_locks WHERE NOT granted";
+    while admin
+        .query_one(blocked, &[])
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        == 0
+    {
+        assert!(
+            !taker.is_finished(),
+            "the next owner got in beside an open checked-in transaction"
+        );
+        tokio::task::yield_now().await;
+    }
+    let committing = Instant::now();
+    transaction
+        .commit()
+        .await
+        .expect("the checked-in write commits");
+    let (next, granted) = taker
+        .await
+        .unwrap()
+        .expect("the next owner after the commit");
+    assert!(granted >= committing);
+    assert!(next.token() > guard.token());
+
+    // The old holder, now without its lease, is refused at the check.
+    let late = db.transaction().await.unwrap();
+    let err = guard.check_in(&late).await.unwrap_err();
+    assert!(matches!(err, LockError::Lost { .. }), "{err}");
+    drop(late);
+    assert!(!guard.is_held());
+    let balance: i32 = admin
+        .query_one("SELECT balance FROM accounts WHERE id = 7", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(balance, 1, "only the write checked in under a live lease");
+    next.release().await.unwrap();
 }
