@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Starts its own PostgreSQL and Redis (as the test kit does) unless
-//! `DATABASE_URL` / `REDIS_URL` are set. Then, twice - without and with
-//! fencing:
+//! `DATABASE_URL` / `REDIS_URL` are set. Then three times - without
+//! fencing, with fencing tokens, and with the lock in PostgreSQL itself and
+//! the write checked in under it:
 //!
 //! 1. Holder A (a child process) locks `account:7` with a 1 s lease and
 //!    reads the balance (100).
@@ -18,13 +19,16 @@
 //! Without fencing A's write silently overwrites B's: the +50 is lost.
 //! With fencing (`UPDATE ... WHERE fence_token <= $token`) A's write is
 //! rejected as stale, A learns its lease was lost, re-acquires and redoes
-//! the work on fresh data: 150 - 30 = 120.
+//! the work on fresh data: 150 - 30 = 120. With the lock in the same
+//! database, A's transaction checks in under its lease
+//! (`guard.check_in(&transaction)`), which is refused: no token column is
+//! needed, and again 120.
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use lock_core::fence::postgres::PgFence;
-use lock_core::{LockError, Locker};
+use lock_core::{LockError, LockGuard, Locker};
 use lock_testkit::{PostgresServer, RedisServer, send_signal};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_postgres::{Client, NoTls};
@@ -44,28 +48,77 @@ async fn balance(db: &Client) -> Result<i64, tokio_postgres::Error> {
         .get(0))
 }
 
-/// Writes `value` as the holder of `token`, fenced or not.
+/// How a holder's write is kept from landing after its lease.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Not at all.
+    Unfenced,
+    /// A fencing token column the write is checked against.
+    Fenced,
+    /// The lock in the same database, the write checked in under it.
+    CheckedIn,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Unfenced => "unfenced",
+            Mode::Fenced => "fenced",
+            Mode::CheckedIn => "checked-in",
+        }
+    }
+
+    fn of(name: &str) -> Self {
+        match name {
+            "fenced" => Mode::Fenced,
+            "checked-in" => Mode::CheckedIn,
+            _ => Mode::Unfenced,
+        }
+    }
+
+    /// The Locker of this mode: on Redis, or on the database itself.
+    async fn locker(self, redis_url: &str, pg_url: &str) -> Result<Locker, LockError> {
+        match self {
+            Mode::CheckedIn => Locker::builder().postgres(pg_url).await,
+            _ => Locker::redis(redis_url).await,
+        }
+    }
+}
+
+/// Writes `value` as the holder of `guard`, as `mode` says.
 async fn write(
-    db: &Client,
-    fenced: bool,
-    token: lock_core::FencingToken,
+    db: &mut Client,
+    mode: Mode,
+    guard: &LockGuard,
     value: i64,
 ) -> Result<(), LockError> {
-    if fenced {
-        let accounts = PgFence::new("accounts", "id", "fence_token")?;
-        accounts
-            .update(db, token, &7_i64, "balance = $1", &[&value])
+    let failed = |e| LockError::Unavailable {
+        key: "accounts[7]".into(),
+        op: lock_core::Operation::FencedWrite,
+        source: lock_core::StoreError::new(e, true),
+    };
+    match mode {
+        Mode::Fenced => {
+            let accounts = PgFence::new("accounts", "id", "fence_token")?;
+            accounts
+                .update(&*db, guard.token(), &7_i64, "balance = $1", &[&value])
+                .await
+                .map(drop)
+        }
+        Mode::Unfenced => db
+            .execute("UPDATE accounts SET balance = $1 WHERE id = 7", &[&value])
             .await
             .map(drop)
-    } else {
-        db.execute("UPDATE accounts SET balance = $1 WHERE id = 7", &[&value])
-            .await
-            .map(drop)
-            .map_err(|e| LockError::Unavailable {
-                key: "accounts[7]".into(),
-                op: lock_core::Operation::FencedWrite,
-                source: lock_core::StoreError::new(e, true),
-            })
+            .map_err(failed),
+        Mode::CheckedIn => {
+            let transaction = db.transaction().await.map_err(failed)?;
+            guard.check_in(&transaction).await?;
+            transaction
+                .execute("UPDATE accounts SET balance = $1 WHERE id = 7", &[&value])
+                .await
+                .map_err(failed)?;
+            transaction.commit().await.map_err(failed)
+        }
     }
 }
 
@@ -73,10 +126,10 @@ async fn write(
 async fn holder_a(
     redis_url: &str,
     pg_url: &str,
-    fenced: bool,
+    mode: Mode,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let locker = Locker::redis(redis_url).await?;
-    let db = connect(pg_url).await?;
+    let locker = mode.locker(redis_url, pg_url).await?;
+    let mut db = connect(pg_url).await?;
     let guard = locker.lock("account:7").ttl(LEASE).await?;
     let read = balance(&db).await?;
     println!(
@@ -95,9 +148,9 @@ async fn holder_a(
     // Checking is_held() before writing would not help: the pause can come
     // between the check and the write. Only the store can decide.
     println!("A: writing balance {} (100 - 30, from my read)", read - 30);
-    match write(&db, fenced, guard.token(), read - 30).await {
+    match write(&mut db, mode, &guard, read - 30).await {
         Ok(()) => println!("A: write accepted"),
-        Err(err @ LockError::StaleToken { .. }) => {
+        Err(err @ (LockError::StaleToken { .. } | LockError::Lost { .. })) => {
             println!("A: write REJECTED: {err}");
             let _ = guard.release().await;
             let again = locker.lock("account:7").ttl(LEASE).await?;
@@ -107,7 +160,7 @@ async fn holder_a(
                 again.token(),
                 fresh - 30
             );
-            write(&db, fenced, again.token(), fresh - 30).await?;
+            write(&mut db, mode, &again, fresh - 30).await?;
             again.release().await?;
             return Ok(());
         }
@@ -122,25 +175,17 @@ async fn holder_a(
 async fn round(
     redis_url: &str,
     pg_url: &str,
-    fenced: bool,
+    mode: Mode,
 ) -> Result<i64, Box<dyn std::error::Error>> {
-    let db = connect(pg_url).await?;
+    let mut db = connect(pg_url).await?;
     db.execute(
         "UPDATE accounts SET balance = 100, fence_token = 0 WHERE id = 7",
         &[],
     )
     .await?;
-    println!(
-        "\n=== {} fencing: balance 100 ===",
-        if fenced { "with" } else { "without" }
-    );
+    println!("\n=== {}: balance 100 ===", mode.name());
     let mut a = tokio::process::Command::new(std::env::current_exe()?)
-        .args([
-            "--holder-a",
-            redis_url,
-            pg_url,
-            if fenced { "fenced" } else { "unfenced" },
-        ])
+        .args(["--holder-a", redis_url, pg_url, mode.name()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -155,7 +200,7 @@ async fn round(
         LEASE.as_secs()
     );
 
-    let locker = Locker::redis(redis_url).await?;
+    let locker = mode.locker(redis_url, pg_url).await?;
     let b = locker
         .lock("account:7")
         .wait(Duration::from_secs(10))
@@ -165,7 +210,7 @@ async fn round(
         "B: locked account:7 once A's lease ran out, token {} (newer), read {read}",
         b.token()
     );
-    write(&db, fenced, b.token(), read + 50).await?;
+    write(&mut db, mode, &b, read + 50).await?;
     println!("B: wrote balance {} and released", read + 50);
     b.release().await?;
 
@@ -186,7 +231,7 @@ async fn round(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--holder-a") {
-        return holder_a(&args[2], &args[3], args[4] == "fenced").await;
+        return holder_a(&args[2], &args[3], Mode::of(&args[4])).await;
     }
     let (_redis, redis_url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),
@@ -211,13 +256,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          INSERT INTO accounts (id, balance) VALUES (7, 100) ON CONFLICT (id) DO NOTHING;",
     )
     .await?;
-    let unfenced = round(&redis_url, &pg_url, false).await?;
+    let unfenced = round(&redis_url, &pg_url, Mode::Unfenced).await?;
     println!(
         "=> without fencing: {unfenced}, but 100 + 50 - 30 = 120: B's +50 was silently lost (lost update)"
     );
-    let fenced = round(&redis_url, &pg_url, true).await?;
+    let fenced = round(&redis_url, &pg_url, Mode::Fenced).await?;
     println!(
         "=> with fencing: {fenced}: A's stale write was rejected, A redid its work on fresh data"
+    );
+    let checked = round(&redis_url, &pg_url, Mode::CheckedIn).await?;
+    println!(
+        "=> checked in under a PostgreSQL lease: {checked}: A's transaction was refused without \
+         any token column, A redid its work on fresh data"
     );
     Ok(())
 }
