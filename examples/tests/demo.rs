@@ -70,6 +70,21 @@ fn the_demo_runs_on_redis() {
 }
 
 #[test]
+fn the_demo_runs_on_postgres() {
+    let server = lock_testkit::PostgresServer::start();
+    let out = Command::new(example("quickstart"))
+        .env_remove("REDIS_URL")
+        .env("LOCK_URL", server.postgres_url())
+        .output()
+        .expect("run the demo");
+    assert!(
+        out.status.success(),
+        "the demo failed on PostgreSQL: {out:?}"
+    );
+    check(&String::from_utf8(out.stdout).expect("utf-8"), "postgres");
+}
+
+#[test]
 #[cfg(all(feature = "etcd", feature = "zookeeper"))]
 fn the_demo_runs_on_the_store_lock_url_names() {
     let member = EtcdServer::start();
@@ -120,9 +135,16 @@ fn the_fencing_example_shows_the_lost_update_and_the_fix() {
         "{out}"
     );
     assert!(out.contains("=> with fencing: 120"), "{out}");
+    // The lock in PostgreSQL itself: the late transaction is refused at
+    // its check, with no token column.
+    assert!(out.contains("A: write REJECTED: lease on lock"), "{out}");
+    assert!(
+        out.contains("=> checked in under a PostgreSQL lease: 120"),
+        "{out}"
+    );
     assert_eq!(
         out.matches("lease still held by my clock? false").count(),
-        2,
+        3,
         "{out}"
     );
 }
@@ -143,12 +165,13 @@ fn lockctl(args: &[&str]) -> (Option<i32>, String, String) {
 #[test]
 fn lockctl_lists_shows_and_breaks_locks_on_every_store() {
     let redis = RedisServer::start();
+    let postgres = lock_testkit::PostgresServer::start();
     #[cfg(feature = "etcd")]
     let etcd = lock_testkit::EtcdServer::start();
     #[cfg(feature = "zookeeper")]
     let zookeeper = lock_testkit::ZooKeeperServer::start();
-    #[allow(unused_mut)] // only Redis without the examples' store features
-    let mut urls = vec![redis.url()];
+    #[allow(unused_mut)] // Redis and PostgreSQL only without the examples' store features
+    let mut urls = vec![redis.url(), postgres.postgres_url()];
     #[cfg(feature = "etcd")]
     urls.push(lock_testkit::EtcdServer::url(std::slice::from_ref(&etcd)));
     #[cfg(feature = "zookeeper")]
@@ -201,4 +224,21 @@ fn lockctl_lists_shows_and_breaks_locks_on_every_store() {
     }
     let (code, _, _) = lockctl(&["show", "order:7"]);
     assert_eq!(code, Some(2), "no URL is a usage error");
+}
+
+/// `lockctl schema` prints, with no store, the DDL of the namespace and
+/// the grants of the role it names (run by hand in a test of lock-core's:
+/// `the_printed_schema_and_grants_are_all_a_locking_role_needs`).
+#[test]
+fn lockctl_prints_the_postgres_schema_and_grants() {
+    let (code, out, err) = lockctl(&["--namespace", "billing", "schema", "--role", "app"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("CREATE TABLE IF NOT EXISTS \"billing\".leases"),
+        "{out}"
+    );
+    assert!(out.contains("TO \"app\""), "{out}");
+    let (code, _, err) = lockctl(&["schema"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--role"), "{err}");
 }

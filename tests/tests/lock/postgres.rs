@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lock_core::backend::PostgresBackend;
 use lock_core::{LockError, Locker};
-use lock_testkit::{PostgresServer, error_chain};
+use lock_testkit::{PostgresServer, TestStore, error_chain};
 use tokio::time::Instant;
 
 async fn locker(server: &PostgresServer) -> Result<Locker, LockError> {
@@ -216,5 +216,87 @@ async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
         .unwrap()
         .get(0);
     assert_eq!(balance, 1, "only the write checked in under a live lease");
+    next.release().await.unwrap();
+}
+
+/// How many statements calling the schema's `acquire` the server logged.
+fn acquires_logged(server: &PostgresServer) -> usize {
+    let log = std::fs::read_to_string(server.path().join("server.log")).unwrap_or_default();
+    log.lines()
+        .filter(|line| line.contains("statement:") || line.contains("execute"))
+        .filter(|line| line.contains(".acquire("))
+        .count()
+}
+
+/// Counted at the server (every statement logged): a waiter behind a long
+/// lease sends nothing until the release is notified, then one try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_sends_no_statement_while_the_lease_is_held() {
+    let store = TestStore::postgres();
+    let TestStore::Postgres(server) = &store else {
+        unreachable!("a PostgreSQL store")
+    };
+    let admin = server.client().await;
+    admin
+        .batch_execute("ALTER ROLE postgres SET log_statement = 'all'")
+        .await
+        .unwrap();
+    let holder = store.locker().await;
+    let (waiter, counts) = store.locker_with(|l| l).await;
+    let guard = holder.lock("quiet").await.unwrap();
+    let task =
+        tokio::spawn(async move { waiter.lock("quiet").wait(Duration::from_secs(30)).await });
+    // A try, then (once subscribed) one more so that no release is missed.
+    counts.acquires_reach(2).await;
+    let before = acquires_logged(server);
+    assert!(before >= 3, "the log counts acquires ({before})");
+    // The hold is the contract: 3 s of a 30 s lease, not one statement.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        acquires_logged(server),
+        before,
+        "the waiter polled the server"
+    );
+    guard.release().await.unwrap();
+    let next = task.await.unwrap().expect("woken by the release");
+    assert_eq!(
+        acquires_logged(server),
+        before + 1,
+        "one try after the release"
+    );
+    next.release().await.unwrap();
+}
+
+/// `pg_terminate_backend` of every connection of the Lockers: the holder
+/// renews through new ones and keeps its lease, and a waiter still gets
+/// the lock once it is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_connections_are_made_again() {
+    let server = PostgresServer::start();
+    let url = server.postgres_url();
+    let ttl = Duration::from_secs(1);
+    let holder = Locker::builder().ttl(ttl).postgres(&url).await.unwrap();
+    let waiter = Locker::builder()
+        .wait(Duration::from_secs(20))
+        .postgres(&url)
+        .await
+        .unwrap();
+    let guard = holder.lock("order:3").await.unwrap();
+    let admin = server.client().await;
+    let terminate = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE pid <> pg_backend_pid() AND datname = 'postgres'";
+    let killed: i64 = admin.query_one(terminate, &[]).await.unwrap().get(0);
+    assert!(killed >= 2, "the Lockers' connections ({killed})");
+    // Three lease lengths: only renewals through new connections keep it.
+    tokio::time::sleep(3 * ttl).await;
+    assert!(guard.is_held(), "the lease was lost with the connections");
+    let token = guard.token();
+    let next = tokio::spawn(async move { waiter.lock("order:3").await });
+    guard
+        .release()
+        .await
+        .expect("released through a new connection");
+    let next = next.await.unwrap().expect("the waiter gets the lock");
+    assert!(next.token() > token);
     next.release().await.unwrap();
 }
