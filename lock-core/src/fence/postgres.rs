@@ -166,13 +166,14 @@ impl PgFence {
 }
 
 impl LockGuard {
-    /// Checks, inside the transaction `client` runs (feature `postgres`),
-    /// that this guard's lease is still held in a PostgreSQL store in the
-    /// same database, and keeps it so until that transaction ends: the
-    /// lease row is locked `FOR SHARE`, and taking over a lease needs the
-    /// row lock, so no other owner is granted the key before the
-    /// transaction commits or rolls back. Writes made after the check then
-    /// commit only while the lease holds, with no token column.
+    /// Checks, inside `transaction` (feature `postgres`), that this
+    /// guard's lease is still held in a PostgreSQL store in the same
+    /// database, and that no other owner is granted the key until the
+    /// transaction ends: the lease row is locked `FOR KEY SHARE`, and a
+    /// takeover first locks the row `FOR UPDATE`, so it waits for the
+    /// commit or rollback. Writes made after the check therefore never
+    /// interleave with the next holder's, with no token column. Renewals
+    /// go on meanwhile (they need a weaker lock).
     ///
     /// A lease that expired or changed owner is [`LockError::Lost`] (and
     /// [`lost`](Self::lost) resolves): roll the transaction back. The role
@@ -191,7 +192,10 @@ impl LockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check_in(&self, client: &impl GenericClient) -> Result<(), LockError> {
+    pub async fn check_in(
+        &self,
+        transaction: &tokio_postgres::Transaction<'_>,
+    ) -> Result<(), LockError> {
         let lease = &self.lease;
         let name = lease.keys.lease();
         // The schema is the namespace: the stored name up to its `:{`.
@@ -199,10 +203,12 @@ impl LockGuard {
         // The row lock is the safety line: a takeover waits for it.
         let check = format!(
             "SELECT 1 FROM \"{schema}\".leases WHERE name = $1 AND owner = $2 \
-             AND expires > clock_timestamp() FOR SHARE"
+             AND expires > clock_timestamp() FOR KEY SHARE"
         );
         let owner = lease.owner.as_str();
-        let held = client.query_opt(check.as_str(), &[&name, &owner]).await;
+        let held = transaction
+            .query_opt(check.as_str(), &[&name, &owner])
+            .await;
         let held = held.map_err(|err| unavailable(self.key(), err))?;
         if held.is_some() {
             return Ok(());

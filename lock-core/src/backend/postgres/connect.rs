@@ -13,8 +13,7 @@ use super::schema::{FORMAT, Schema};
 use super::{PostgresBackend, Statements};
 use crate::store_error::{Refusal, StoreError};
 
-/// Connections in the pool: lock statements are short, and tokio-postgres
-/// pipelines the statements of concurrent callers on each connection.
+/// Connections in the pool: lock statements are short.
 const POOL_SIZE: usize = 4;
 
 impl PostgresBackend {
@@ -118,6 +117,7 @@ impl PostgresBackend {
             schema.name
         );
         let listener = Listener::start(config, &schema, timeout);
+        listener.started(timeout).await?;
         Ok(PostgresBackend {
             pool,
             statements: Statements::of(&schema),

@@ -30,6 +30,8 @@ pub(super) struct Listener {
 struct Shared {
     /// Whether `LISTEN` is in effect.
     up: AtomicBool,
+    /// Told each time `LISTEN` comes into effect.
+    listening: tokio::sync::Notify,
     /// The waiters of each lock: one signal per stored name, shared by its
     /// subscribers and gone with the last of them.
     routes: Mutex<HashMap<String, Route>>,
@@ -72,8 +74,9 @@ impl Shared {
     /// `LISTEN` is no longer in effect: every signal ends, and new ones
     /// start with the next connection.
     fn down(&self) {
+        let mut routes = self.routes();
         self.up.store(false, Ordering::Release);
-        for route in self.routes().values_mut() {
+        for route in routes.values_mut() {
             route.releases = watch::Sender::new(0);
         }
     }
@@ -84,6 +87,7 @@ impl Listener {
     pub(super) fn start(config: Config, schema: &Schema, timeout: Duration) -> Self {
         let shared = Arc::new(Shared {
             up: AtomicBool::new(false),
+            listening: tokio::sync::Notify::new(),
             routes: Mutex::new(HashMap::new()),
         });
         let task = tokio::spawn(listen(
@@ -95,12 +99,28 @@ impl Listener {
         Listener { shared, task }
     }
 
+    /// Waits until `LISTEN` is in effect, for at most `timeout`: a Locker
+    /// starts with its waiters woken by releases, not polling.
+    pub(super) async fn started(&self, timeout: Duration) -> Result<(), StoreError> {
+        let listening = self.shared.listening.notified();
+        let mut listening = std::pin::pin!(listening);
+        listening.as_mut().enable();
+        if self.shared.up.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        tokio::time::timeout(timeout, listening)
+            .await
+            .map_err(|_| StoreError::new("the LISTEN connection did not start in time", false))
+    }
+
     /// A signal of the releases of the lock stored as `name`; active at once.
     pub(super) fn subscribe(&self, name: &str) -> Result<ReleaseSignal, StoreError> {
+        // Read under the routes' lock, which `down` takes too: a signal
+        // made here is ended by the next `down`.
+        let mut routes = self.shared.routes();
         if !self.shared.up.load(Ordering::Acquire) {
             return Err(StoreError::new("the LISTEN connection is down", false));
         }
-        let mut routes = self.shared.routes();
         let route = routes.entry(name.to_owned()).or_insert_with(|| Route {
             releases: watch::Sender::new(0),
             subscribers: 0,
@@ -142,6 +162,7 @@ async fn listen(config: Config, listen: String, timeout: Duration, shared: Arc<S
                         listening = true;
                         pause = FIRST_PAUSE;
                         shared.up.store(true, Ordering::Release);
+                        shared.listening.notify_waiters();
                     }
                     message = message => match message {
                         Some(Ok(AsyncMessage::Notification(note))) => shared.released(note.payload()),

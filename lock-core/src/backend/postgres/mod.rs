@@ -37,10 +37,11 @@ use crate::token::FencingToken;
 /// `UPDATE`. A waiter sends nothing until a release is notified or the
 /// holder's lease runs out.
 ///
-/// Tokens come from the schema's sequence, drawn once the row is locked,
-/// so they rise in grant order per key, also across a restart or a crash
-/// of the server (a sequence never gives a value twice). Keeps the plain
-/// lock and the multi-lock over it.
+/// Tokens come from the schema's sequence, drawn once the row is the
+/// grantee's, so they rise in grant order per key, also across a restart,
+/// and across a crash of a server that commits synchronously (not across
+/// a failover to an asynchronous standby). Keeps the plain lock and the
+/// multi-lock over it.
 pub struct PostgresBackend {
     pool: Pool,
     schema: Schema,

@@ -33,6 +33,18 @@ impl Schema {
     /// The schema of `namespace` (a name of `A-Za-z0-9-_.:/`, so quoting
     /// it needs no escape).
     pub(super) fn of(namespace: &str) -> Result<Self, StoreError> {
+        let plain = namespace
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'));
+        if namespace.is_empty() || !plain {
+            return Err(StoreError::refused(
+                Refusal::InvalidUrl,
+                format!(
+                    "the namespace `{namespace}` names a PostgreSQL schema: write it with \
+                     `A-Za-z0-9-_.:/` only"
+                ),
+            ));
+        }
         if namespace.len() > MAX_NAME_LEN {
             return Err(StoreError::refused(
                 Refusal::InvalidUrl,
@@ -96,6 +108,9 @@ DECLARE
     v_waited boolean;
 BEGIN
     LOOP
+        -- The row lock a checked-in transaction's FOR KEY SHARE holds off:
+        -- no takeover while one is open. Renewals need only a weaker lock.
+        PERFORM 1 FROM {s}.leases l WHERE l.name = p_name FOR UPDATE;
         v_now := clock_timestamp();
         UPDATE {s}.leases l
            SET token = CASE WHEN l.owner = p_owner AND l.expires > v_now
@@ -121,13 +136,16 @@ BEGIN
         END IF;
         BEGIN
             INSERT INTO {s}.leases (name, owner, token, expires, taken)
-            VALUES (p_name, p_owner, nextval('{s}.tokens'),
-                    v_now + p_ttl_ms * interval '1 millisecond', v_now)
-            RETURNING leases.token INTO token;
-            RETURN;
+            VALUES (p_name, p_owner, 0, v_now + p_ttl_ms * interval '1 millisecond', v_now);
         EXCEPTION WHEN unique_violation THEN
-            -- Taken meanwhile: look again (a token drawn here is never used).
+            -- Taken meanwhile: look again.
+            CONTINUE;
         END;
+        -- The token is drawn once the row is ours: a grant that committed
+        -- before drew its token before, so tokens rise in grant order.
+        UPDATE {s}.leases l SET token = nextval('{s}.tokens')
+         WHERE l.name = p_name RETURNING l.token INTO token;
+        RETURN;
     END LOOP;
 END
 $$;
