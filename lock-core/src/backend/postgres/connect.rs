@@ -128,9 +128,9 @@ impl PostgresBackend {
         })
     }
 
-    /// The DDL that makes `namespace`'s tables and functions (format
-    /// [`FORMAT`]), and the grants `role` then needs to lock: for
-    /// databases whose schema changes are run by hand (`lockctl schema`).
+    /// The DDL that makes `namespace`'s tables and functions (format 1),
+    /// and the grants `role` then needs to lock: for databases whose
+    /// schema changes are run by hand (`lockctl schema`).
     pub fn schema_sql(namespace: &str, role: &str) -> Result<(String, String), StoreError> {
         let schema = Schema::of(namespace)?;
         Ok((schema.ddl(), schema.grants(role)))
