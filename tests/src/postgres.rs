@@ -184,6 +184,40 @@ impl PostgresServer {
         );
     }
 
+    /// Makes `role` a superuser that must log in over TCP with `password`
+    /// (scram-sha-256; every other role keeps trust), and waits until the
+    /// server has read the new rule.
+    pub async fn require_password(&self, role: &str, password: &str) {
+        let admin = self.client().await;
+        let create = format!("CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{password}'");
+        admin.batch_execute(&create).await.expect("create the role");
+        let hba = self.data().join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        let rule = format!("host all {role} 127.0.0.1/32 scram-sha-256\n");
+        std::fs::write(&hba, rule + &rules).expect("write pg_hba.conf");
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data().display().to_string(), "reload"],
+        );
+        // The reload is a signal: the rule holds once a login without the
+        // password is refused.
+        let without = format!(
+            "host=127.0.0.1 port={} user={role} dbname=postgres",
+            self.port
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tokio_postgres::connect(&without, tokio_postgres::NoTls)
+            .await
+            .is_ok()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the password rule did not take"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The directory of the cluster.
     pub fn path(&self) -> &Path {
         self.dir.path()

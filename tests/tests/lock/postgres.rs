@@ -67,6 +67,41 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
     );
 }
 
+/// A wrong password and a missing one are told at connect, by what to fix;
+/// the right one locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_are_checked_at_connect() {
+    let server = PostgresServer::start();
+    server.require_password("guarded", "s3cret").await;
+    let url = |auth: &str| format!("postgres://{auth}@127.0.0.1:{}/postgres", server.port());
+    let err = Locker::connect(&url("guarded:wrong")).await.unwrap_err();
+    assert!(
+        matches!(err, LockError::AuthenticationFailed { .. }),
+        "{err}"
+    );
+    assert!(
+        error_chain(&err).contains("fix them in the URL"),
+        "{}",
+        error_chain(&err)
+    );
+    let err = Locker::connect(&url("guarded")).await.unwrap_err();
+    assert!(
+        matches!(err, LockError::PasswordRequired { .. }),
+        "{}",
+        error_chain(&err)
+    );
+    let locker = Locker::connect(&url("guarded:s3cret"))
+        .await
+        .expect("the right password");
+    locker
+        .lock("order:5")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     let server = PostgresServer::start();

@@ -41,10 +41,15 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
             Refusal::PermissionDenied,
             "the role lacks a right the lock needs; grant what `lockctl schema` prints",
         )),
-        _ if err.to_string().contains("password missing") => Some((
-            Refusal::PasswordRequired,
-            "PostgreSQL asks for a password; add it to the URL (postgres://user:password@host)",
-        )),
+        // tokio-postgres says so only in the error's cause.
+        _ if std::error::Error::source(&err)
+            .is_some_and(|cause| cause.to_string().contains("password missing")) =>
+        {
+            Some((
+                Refusal::PasswordRequired,
+                "PostgreSQL asks for a password; add it to the URL (postgres://user:password@host)",
+            ))
+        }
         _ => None,
     };
     match refusal {
