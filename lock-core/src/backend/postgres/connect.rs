@@ -7,10 +7,10 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::{Config, NoTls};
 
-use super::errors::{bounded, store_error};
+use super::errors::bounded;
 use super::listen::Listener;
 use super::schema::{FORMAT, Schema};
-use super::{PostgresBackend, Statements};
+use super::{PostgresBackend, Statements, checkout, column};
 use crate::store_error::{Refusal, StoreError};
 
 /// Connections in the pool: lock statements are short.
@@ -58,29 +58,22 @@ impl PostgresBackend {
             .create_timeout(Some(timeout))
             .build()
             .map_err(|err| StoreError::new(err, false))?;
-        let client = match tokio::time::timeout(timeout, pool.get()).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(deadpool_postgres::PoolError::Backend(err))) => {
-                return Err(store_error(err, false));
-            }
-            Ok(Err(err)) => return Err(StoreError::new(err, false)),
-            Err(_) => return Err(StoreError::timed_out(timeout).unknown(false)),
-        };
+        let client = checkout(&pool, timeout).await?;
         let exists = bounded(
             timeout,
             false,
             client.query_one(&schema.exists_query(), &[]),
         )
         .await?;
-        let stored: Option<i32> = if exists.try_get(0).map_err(|err| store_error(err, false))? {
+        let stored: Option<i32> = if column(&exists, 0)? {
             let row = bounded(
                 timeout,
                 false,
                 client.query_opt(&schema.format_query(), &[]),
             )
             .await?;
-            let version = row.map(|row| row.try_get(0)).transpose();
-            Some(version.map_err(|err| store_error(err, false))?.unwrap_or(0))
+            let version = row.as_ref().map(|row| column(row, 0)).transpose()?;
+            Some(version.unwrap_or(0))
         } else {
             None
         };

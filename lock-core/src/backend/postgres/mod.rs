@@ -78,31 +78,57 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
+/// A duration the server gave in milliseconds (none below zero).
+fn from_millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A token the server gave (the sequence starts at 1).
+fn token_of(token: i64) -> FencingToken {
+    FencingToken::new(u64::try_from(token).unwrap_or(0))
+}
+
+/// Column `index` of `row`, as `T`.
+fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
+    row: &'r tokio_postgres::Row,
+    index: usize,
+) -> Result<T, StoreError> {
+    row.try_get(index).map_err(|err| store_error(err, false))
+}
+
+/// A connection of `pool`, within `timeout`.
+async fn checkout(pool: &Pool, timeout: Duration) -> Result<deadpool_postgres::Object, StoreError> {
+    match tokio::time::timeout(timeout, pool.get()).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(deadpool_postgres::PoolError::Backend(err))) => Err(store_error(err, false)),
+        Ok(Err(err)) => Err(StoreError::new(err, false)),
+        Err(_) => Err(StoreError::timed_out(timeout).unknown(false)),
+    }
+}
+
 impl PostgresBackend {
     /// The longest namespace a PostgreSQL store takes: the namespace names
     /// a schema, and PostgreSQL cuts longer names.
     pub const MAX_NAMESPACE_LEN: usize = schema::MAX_NAME_LEN;
 
-    /// A pooled connection, within the timeout.
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        match tokio::time::timeout(self.timeout, self.pool.get()).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(deadpool_postgres::PoolError::Backend(err))) => Err(store_error(err, false)),
-            Ok(Err(err)) => Err(StoreError::new(err, false)),
-            Err(_) => Err(StoreError::timed_out(self.timeout).unknown(false)),
-        }
+    /// A pooled connection and `sql` prepared on it (once per connection).
+    async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<(deadpool_postgres::Object, tokio_postgres::Statement), StoreError> {
+        let client = checkout(&self.pool, self.timeout).await?;
+        let statement = bounded(self.timeout, false, client.prepare_cached(sql)).await?;
+        Ok((client, statement))
     }
 
-    /// Runs `sql` (prepared once per connection) with `params`, expecting
-    /// rows; `writes` as in [`bounded`].
+    /// Runs `sql` with `params`, expecting rows; `writes` as in [`bounded`].
     async fn query(
         &self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         writes: bool,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let client = self.client().await?;
-        let statement = bounded(self.timeout, false, client.prepare_cached(sql)).await?;
+        let (client, statement) = self.prepared(sql).await?;
         bounded(self.timeout, writes, client.query(&statement, params)).await
     }
 
@@ -133,16 +159,12 @@ impl Store for PostgresBackend {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::new("acquire answered no row", false))?;
-        let token: Option<i64> = row.try_get(0).map_err(|err| store_error(err, false))?;
-        let remaining: Option<i64> = row.try_get(1).map_err(|err| store_error(err, false))?;
+        let token: Option<i64> = column(row, 0)?;
+        let remaining: Option<i64> = column(row, 1)?;
         Ok(match token {
-            Some(token) => {
-                let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
-                Attempt::Acquired(Grant::new(token, ttl))
-            }
+            Some(token) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
             None => Attempt::Held {
-                remaining: remaining
-                    .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+                remaining: remaining.map(from_millis),
             },
         })
     }
@@ -154,13 +176,7 @@ impl Store for PostgresBackend {
         owner: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let statement = bounded(
-            self.timeout,
-            false,
-            client.prepare_cached(&self.statements.renew),
-        )
-        .await?;
+        let (client, statement) = self.prepared(&self.statements.renew).await?;
         let (lease, ttl) = (keys.lease(), millis(ttl));
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&lease, &owner, &ttl];
         let renewed = client.execute(&statement, &params);
@@ -177,7 +193,7 @@ impl Store for PostgresBackend {
             .query(&self.statements.release, &[&keys.lease(), &owner], true)
             .await?;
         let live: Option<bool> = match rows.first() {
-            Some(row) => row.try_get(0).map_err(|err| store_error(err, false))?,
+            Some(row) => column(row, 0)?,
             None => None,
         };
         Ok(live == Some(true))
@@ -203,18 +219,13 @@ impl Operators for PostgresBackend {
             .query(&self.statements.inspect, &[&keys.lease()], false)
             .await?;
         let mut inspection = Inspection::new(keys.user());
-        for row in rows {
-            let field = |err| store_error(err, false);
-            let owner: String = row.try_get(0).map_err(field)?;
-            let token: i64 = row.try_get(1).map_err(field)?;
-            let remaining: i64 = row.try_get(2).map_err(field)?;
-            let age: i64 = row.try_get(3).map_err(field)?;
-            let ms = |ms: i64| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-            let token = FencingToken::new(u64::try_from(token).unwrap_or(0));
+        for row in &rows {
+            let owner: String = column(row, 0)?;
+            let holder = Holder::new(LockKind::Exclusive, owner, token_of(column(row, 1)?));
             inspection.holders.push(
-                Holder::new(LockKind::Exclusive, owner, token)
-                    .remaining(ms(remaining))
-                    .age(ms(age)),
+                holder
+                    .remaining(from_millis(column(row, 2)?))
+                    .age(from_millis(column(row, 3)?)),
             );
         }
         Ok(inspection)
@@ -236,7 +247,7 @@ impl Operators for PostgresBackend {
             let rows = self.query(&self.statements.held, &params, false).await?;
             let page = rows.len();
             for row in rows {
-                let name: String = row.try_get(0).map_err(|err| store_error(err, false))?;
+                let name: String = column(&row, 0)?;
                 if let Some(user) = user_key_of(&name, namespace)
                     && pattern.matches(&user)
                 {
@@ -258,7 +269,7 @@ impl Operators for PostgresBackend {
             .query(&self.statements.force_release, &[&keys.lease()], true)
             .await?;
         let removed: i64 = match rows.first() {
-            Some(row) => row.try_get(0).map_err(|err| store_error(err, false))?,
+            Some(row) => column(row, 0)?,
             None => 0,
         };
         Ok(usize::try_from(removed).unwrap_or(0))
