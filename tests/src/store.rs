@@ -87,10 +87,10 @@ impl TestStore {
         TestStore::Postgres(PostgresServer::start())
     }
 
-    /// Whether the store keeps every kind of lock (RedLock and PostgreSQL
-    /// keep the plain lock and the multi-lock over it only).
+    /// Whether the store keeps every kind of lock (RedLock keeps the plain
+    /// lock and the multi-lock over it only).
     pub fn keeps_the_family(&self) -> bool {
-        !matches!(self, TestStore::RedLock(_) | TestStore::Postgres(_))
+        !matches!(self, TestStore::RedLock(_))
     }
 
     /// Whether a waiter for a plain lock leaves a queue entry in the store
@@ -149,7 +149,9 @@ impl TestStore {
             }
             TestStore::ZooKeeper(server) => zookeeper_empties(server).await,
             TestStore::Postgres(server) => {
-                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp()";
+                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
+                            UNION ALL SELECT name || ' ' || owner FROM lock.holders \
+                            WHERE expires > clock_timestamp()";
                 let rows = server.client().await.query(live, &[]).await;
                 let left: Vec<String> = rows
                     .map(|rows| rows.iter().map(|row| row.get(0)).collect())
@@ -257,13 +259,14 @@ impl TestStore {
                 assert!(removed >= 1, "no lease to delete");
             }
             TestStore::Postgres(server) => {
-                let steal = "DELETE FROM lock.leases WHERE name = $1";
+                let steal = "WITH a AS (DELETE FROM lock.leases WHERE name = ANY($1) RETURNING 1), \
+                             b AS (DELETE FROM lock.holders WHERE name = ANY($1) RETURNING 1) \
+                             SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)";
                 let client = server.client().await;
-                let removed = client.execute(steal, &[&keys.lease()]).await;
-                assert!(
-                    removed.expect("delete in PostgreSQL") >= 1,
-                    "no lease to delete"
-                );
+                let names = names_of_every_kind(&keys).to_vec();
+                let removed = client.query_one(steal, &[&names]).await;
+                let removed: i64 = removed.expect("delete in PostgreSQL").get(0);
+                assert!(removed >= 1, "no lease to delete");
             }
             TestStore::Etcd(member) => {
                 let mut client = etcd_client(member).await;

@@ -197,13 +197,19 @@ impl LockGuard {
         transaction: &tokio_postgres::Transaction<'_>,
     ) -> Result<(), LockError> {
         let lease = &self.lease;
-        let name = lease.keys.lease();
+        let name = lease.keys.of_kind(lease.kind);
         // The schema is the namespace: the stored name up to its `:{`.
-        let schema = name.split_once(":{").map_or(name, |(schema, _)| schema);
+        let schema = name.split_once(":{").map_or(&*name, |(schema, _)| schema);
+        // The plain lock's leases have a table of their own; a queue entry
+        // (token 0) holds nothing.
+        let table = match lease.kind {
+            crate::LockKind::Exclusive => "leases",
+            _ => "holders",
+        };
         // The row lock is the safety line: a takeover waits for it.
         let check = format!(
-            "SELECT 1 FROM \"{schema}\".leases WHERE name = $1 AND owner = $2 \
-             AND expires > clock_timestamp() FOR KEY SHARE"
+            "SELECT 1 FROM \"{schema}\".{table} WHERE name = $1 AND owner = $2 \
+             AND token > 0 AND expires > clock_timestamp() FOR KEY SHARE"
         );
         let owner = lease.owner.as_str();
         let held = transaction

@@ -33,7 +33,7 @@ macro_rules! on_every_backend {
         on_stores!(redlock_backend, redlock, $($plain,)*);
         on_stores!(etcd_backend, etcd, $($plain,)* $($family,)*);
         on_stores!(zookeeper_backend, zookeeper, $($plain,)* $($family,)*);
-        on_stores!(postgres_backend, postgres, $($plain,)*);
+        on_stores!(postgres_backend, postgres, $($plain,)* $($family,)*);
     };
 }
 

@@ -50,7 +50,7 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
     // Tables of another format are refused, never reused.
     let admin = server.client().await;
     admin
-        .batch_execute("UPDATE lock.format SET version = 2")
+        .batch_execute("UPDATE lock.format SET version = 3")
         .await
         .unwrap();
     let err = locker(&server).await.unwrap_err();
@@ -58,8 +58,8 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
         matches!(
             err,
             LockError::UnknownFormat {
-                stored: 2,
-                ours: 1,
+                stored: 3,
+                ours: 2,
                 ..
             }
         ),

@@ -121,7 +121,7 @@ impl PostgresBackend {
         })
     }
 
-    /// The DDL that makes `namespace`'s tables and functions (format 1),
+    /// The DDL that makes `namespace`'s tables and functions (format 2),
     /// and the grants `role` then needs to lock: for databases whose
     /// schema changes are run by hand (`lockctl schema`).
     pub fn schema_sql(namespace: &str, role: &str) -> Result<(String, String), StoreError> {

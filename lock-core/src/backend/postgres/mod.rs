@@ -37,11 +37,16 @@ use crate::token::FencingToken;
 /// `UPDATE`. A waiter sends nothing until a release is notified or the
 /// holder's lease runs out.
 ///
+/// The other kinds (fair, read-write, semaphore, striped) keep one row
+/// per holder or queue entry in the table `holders`, taken and ended by
+/// the functions `take` and `give`, each deciding under a transaction
+/// lock of its lock's name, as a Redis script decides alone.
+///
 /// Tokens come from the schema's sequence, drawn once the row is the
-/// grantee's, so they rise in grant order per key, also across a restart,
-/// and across a crash of a server that commits synchronously (not across
-/// a failover to an asynchronous standby). Keeps the plain lock and the
-/// multi-lock over it.
+/// grantee's, so they rise in grant order per key and across kinds, also
+/// across a restart, and across a crash of a server that commits
+/// synchronously (not across a failover to an asynchronous standby).
+/// Keeps every kind of lock.
 pub struct PostgresBackend {
     pool: Pool,
     schema: Schema,
@@ -56,6 +61,9 @@ struct Statements {
     acquire: String,
     renew: String,
     release: String,
+    take: String,
+    renew_holder: String,
+    give: String,
     inspect: String,
     held: String,
     force_release: String,
@@ -67,6 +75,9 @@ impl Statements {
             acquire: schema.acquire(),
             renew: schema.renew(),
             release: schema.release(),
+            take: schema.take(),
+            renew_holder: schema.renew_holder(),
+            give: schema.give(),
             inspect: schema.inspect(),
             held: schema.held(),
             force_release: schema.force_release(),
@@ -139,6 +150,10 @@ impl PostgresBackend {
 }
 
 impl Store for PostgresBackend {
+    fn supports(&self, _: LockKind) -> bool {
+        true
+    }
+
     async fn acquire(
         &self,
         keys: &StoredKeys,
@@ -146,9 +161,103 @@ impl Store for PostgresBackend {
         owner: &str,
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
-        if kind != LockKind::Exclusive {
-            return Err(StoreError::unsupported(kind));
+        let Some((mode, size)) = mode_of(kind)? else {
+            return self.acquire_lease(keys, owner, ttl).await;
+        };
+        let name = keys.of_kind(kind);
+        let ttl_ms = millis(ttl);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&name, &owner, &mode, &size, &ttl_ms];
+        let rows = self.query(&self.statements.take, &params, true).await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::new("take answered no row", false))?;
+        let token: Option<i64> = column(row, 0)?;
+        let place: Option<i32> = column(row, 1)?;
+        let wait: Option<i64> = column(row, 2)?;
+        let queued: bool = column(row, 3)?;
+        let stored: Option<i32> = column(row, 4)?;
+        if let (Some(stored), LockKind::Permit { of } | LockKind::Segment { of }) = (stored, kind) {
+            let what = if mode == "s" { "segments" } else { "permits" };
+            let stored = u32::try_from(stored).unwrap_or(0);
+            return Err(StoreError::size_disagrees(what, of, stored));
         }
+        let remaining = wait.map(from_millis);
+        Ok(match (token, place) {
+            (Some(token), Some(place)) if mode == "s" => {
+                let grant = Grant::new(token_of(token), ttl);
+                Attempt::Acquired(grant.with_segment(u32::try_from(place).unwrap_or(0)))
+            }
+            (Some(token), _) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
+            (None, _) if queued => Attempt::Queued { remaining },
+            (None, _) => Attempt::Held { remaining },
+        })
+    }
+
+    async fn renew(
+        &self,
+        keys: &StoredKeys,
+        kind: LockKind,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let (sql, name) = match kind {
+            LockKind::Exclusive => (&self.statements.renew, keys.lease().to_owned()),
+            _ => (&self.statements.renew_holder, keys.of_kind(kind)),
+        };
+        let (client, statement) = self.prepared(sql).await?;
+        let ttl = millis(ttl);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
+        let renewed = client.execute(&statement, &params);
+        Ok(bounded(self.timeout, true, renewed).await? == 1)
+    }
+
+    async fn release(
+        &self,
+        keys: &StoredKeys,
+        kind: LockKind,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let (sql, name) = match kind {
+            LockKind::Exclusive => (&self.statements.release, keys.lease().to_owned()),
+            _ => (&self.statements.give, keys.of_kind(kind)),
+        };
+        let rows = self.query(sql, &[&name, &owner], true).await?;
+        let live: Option<bool> = match rows.first() {
+            Some(row) => column(row, 0)?,
+            None => None,
+        };
+        Ok(live == Some(true))
+    }
+
+    async fn subscribe(
+        &self,
+        keys: &StoredKeys,
+        kind: LockKind,
+        queued_owner: Option<&str>,
+    ) -> Result<ReleaseSignal, StoreError> {
+        // A queue entry is woken on its own route (`<name> <owner>`), as the
+        // functions notify it.
+        let name = keys.of_kind(kind);
+        match queued_owner {
+            Some(owner) => self.listener.subscribe(&format!("{name} {owner}")),
+            None => self.listener.subscribe(&name),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+}
+
+impl PostgresBackend {
+    /// Takes the plain lock's lease (the table `leases`).
+    async fn acquire_lease(
+        &self,
+        keys: &StoredKeys,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
         let rows = self
             .query(
                 &self.statements.acquire,
@@ -168,66 +277,62 @@ impl Store for PostgresBackend {
             },
         })
     }
+}
 
-    async fn renew(
-        &self,
-        keys: &StoredKeys,
-        _kind: LockKind,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let (client, statement) = self.prepared(&self.statements.renew).await?;
-        let (lease, ttl) = (keys.lease(), millis(ttl));
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&lease, &owner, &ttl];
-        let renewed = client.execute(&statement, &params);
-        Ok(bounded(self.timeout, true, renewed).await? == 1)
-    }
-
-    async fn release(
-        &self,
-        keys: &StoredKeys,
-        _kind: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let rows = self
-            .query(&self.statements.release, &[&keys.lease(), &owner], true)
-            .await?;
-        let live: Option<bool> = match rows.first() {
-            Some(row) => column(row, 0)?,
-            None => None,
-        };
-        Ok(live == Some(true))
-    }
-
-    async fn subscribe(
-        &self,
-        keys: &StoredKeys,
-        _kind: LockKind,
-        _queued_owner: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        self.listener.subscribe(keys.lease())
-    }
-
-    fn describe(&self) -> String {
-        self.description.clone()
-    }
+/// How `take` names `kind`: its mode and its number of permits or
+/// segments; `None` for the plain lock, which has a table of its own.
+fn mode_of(kind: LockKind) -> Result<Option<(&'static str, i32)>, StoreError> {
+    let (mode, size) = match kind {
+        LockKind::Exclusive => return Ok(None),
+        LockKind::Fair => ("f", 0),
+        LockKind::Read => ("r", 0),
+        LockKind::Write => ("w", 0),
+        LockKind::Permit { of } => ("p", of),
+        LockKind::Segment { of } => ("s", of),
+    };
+    let size = i32::try_from(size).map_err(|_| {
+        StoreError::permanent(format!(
+            "a PostgreSQL store keeps at most {} permits or segments per key, not {size}",
+            i32::MAX
+        ))
+    })?;
+    Ok(Some((mode, size)))
 }
 
 impl Operators for PostgresBackend {
     async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+        let others = other_kinds(keys);
         let rows = self
-            .query(&self.statements.inspect, &[&keys.lease()], false)
+            .query(&self.statements.inspect, &[&keys.lease(), &others], false)
             .await?;
         let mut inspection = Inspection::new(keys.user());
+        let mut waiters = 0;
         for row in &rows {
-            let owner: String = column(row, 0)?;
-            let holder = Holder::new(LockKind::Exclusive, owner, token_of(column(row, 1)?));
-            inspection.holders.push(
-                holder
-                    .remaining(from_millis(column(row, 2)?))
-                    .age(from_millis(column(row, 3)?)),
-            );
+            let mode: String = column(row, 0)?;
+            let owner: String = column(row, 1)?;
+            let token: i64 = column(row, 2)?;
+            let size = u32::try_from(column::<i32>(row, 6)?).unwrap_or(0);
+            let kind = match mode.as_str() {
+                "f" => LockKind::Fair,
+                "r" => LockKind::Read,
+                "w" => LockKind::Write,
+                "p" => LockKind::Permit { of: size },
+                "s" => LockKind::Segment { of: size },
+                _ => LockKind::Exclusive,
+            };
+            if token == 0 {
+                waiters += 1;
+                continue;
+            }
+            let mut holder = Holder::new(kind, owner, token_of(token))
+                .remaining(from_millis(column(row, 3)?))
+                .age(from_millis(column(row, 4)?));
+            if mode == "s" {
+                holder = holder.segment(u32::try_from(column::<i32>(row, 5)?).unwrap_or(0));
+            }
+            inspection.holders.push(holder);
         }
+        inspection.waiters = Some(waiters);
         Ok(inspection)
     }
 
@@ -248,8 +353,10 @@ impl Operators for PostgresBackend {
             let page = rows.len();
             for row in rows {
                 let name: String = column(&row, 0)?;
+                // A key's locks of several kinds are listed side by side.
                 if let Some(user) = user_key_of(&name, namespace)
                     && pattern.matches(&user)
+                    && found.last() != Some(&user)
                 {
                     found.push(user);
                     if found.len() == MAX_LISTED {
@@ -265,8 +372,13 @@ impl Operators for PostgresBackend {
     }
 
     async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+        let others = other_kinds(keys);
         let rows = self
-            .query(&self.statements.force_release, &[&keys.lease()], true)
+            .query(
+                &self.statements.force_release,
+                &[&keys.lease(), &others],
+                true,
+            )
             .await?;
         let removed: i64 = match rows.first() {
             Some(row) => column(row, 0)?,
@@ -274,4 +386,16 @@ impl Operators for PostgresBackend {
         };
         Ok(usize::try_from(removed).unwrap_or(0))
     }
+}
+
+/// The names of the key's locks of the kinds kept in `holders`.
+fn other_kinds(keys: &StoredKeys) -> Vec<String> {
+    [
+        LockKind::Fair,
+        LockKind::Write,
+        LockKind::Permit { of: 1 },
+        LockKind::Segment { of: 1 },
+    ]
+    .map(|kind| keys.of_kind(kind))
+    .to_vec()
 }

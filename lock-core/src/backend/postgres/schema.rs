@@ -2,22 +2,33 @@
 //! with the format version they carry.
 //!
 //! ```text
-//! "<namespace>".format   one row: the format version (1)
+//! "<namespace>".format   one row: the format version (2)
 //! "<namespace>".tokens   the sequence tokens are drawn from
 //! "<namespace>".leases   one row per held plain lock: its stored name, the
 //!                        owner value, token, expiry (server clock), when it
 //!                        was taken, and whether a waiter found it held
+//! "<namespace>".holders  one row per holder or queue entry of the other
+//!                        kinds (fair, read-write, semaphore, striped): the
+//!                        kind's stored name, owner, mode, token (0 for a
+//!                        queue entry), expiry, when taken, place in line,
+//!                        segment, and the permits or segments of the lock
 //! "<namespace>".acquire(name, owner, ttl_ms) -> (token, remaining_ms)
 //! "<namespace>".release(name, owner) -> live
+//! "<namespace>".take(name, owner, mode, size, ttl_ms)
+//!                        -> (token, place, wait_ms, queued, size)
+//! "<namespace>".give(name, owner) -> live
+//! "<namespace>".force_release(lease, names) -> removed
 //! ```
 //!
-//! Releases of a lease someone waited for are sent with `NOTIFY` on the
-//! channel named after the namespace, the stored name as payload.
+//! Releases someone may wait for are sent with `NOTIFY` on the channel
+//! named after the namespace. The payload is the stored name, or the name
+//! and an owner value after a space where one waiter is next (a fair
+//! queue's, a waiting writer): only its subscription wakes.
 
 use crate::store_error::{Refusal, StoreError};
 
 /// The format of the tables this client reads and writes.
-pub(crate) const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 2;
 
 /// The longest name PostgreSQL keeps whole (it cuts longer ones).
 pub(crate) const MAX_NAME_LEN: usize = 63;
@@ -88,6 +99,11 @@ CREATE TABLE IF NOT EXISTS {s}.format (
 );
 INSERT INTO {s}.format (version) VALUES ({FORMAT}) ON CONFLICT DO NOTHING;
 CREATE SEQUENCE IF NOT EXISTS {s}.tokens;
+-- An interval in whole milliseconds, rounded up, none below zero.
+CREATE OR REPLACE FUNCTION {s}.ms(p_span interval) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT greatest(0, ceil(extract(epoch FROM p_span) * 1000))::bigint
+$$;
 CREATE TABLE IF NOT EXISTS {s}.leases (
     name text PRIMARY KEY,
     owner text NOT NULL,
@@ -131,7 +147,7 @@ BEGIN
             IF NOT v_waited THEN
                 UPDATE {s}.leases l SET waited = true WHERE l.name = p_name;
             END IF;
-            remaining_ms := greatest(0, ceil(extract(epoch FROM v_expires - v_now) * 1000));
+            remaining_ms := {s}.ms(v_expires - v_now);
             RETURN;
         END IF;
         BEGIN
@@ -169,6 +185,224 @@ BEGIN
     RETURN v_live;
 END
 $$;
+CREATE TABLE IF NOT EXISTS {s}.holders (
+    name text NOT NULL,
+    owner text NOT NULL,
+    mode text NOT NULL,
+    token bigint NOT NULL,
+    expires timestamptz NOT NULL,
+    taken timestamptz NOT NULL,
+    seq bigint NOT NULL,
+    place integer NOT NULL,
+    size integer NOT NULL,
+    PRIMARY KEY (name, owner)
+);
+-- Takes a lease of the lock `p_name` for `p_owner`, in mode `f` (fair),
+-- `r`, `w` (read, write), `p` (one of `p_size` permits) or `s` (one of
+-- `p_size` segments): its own again (same token, ttl from now), a new one
+-- (`o_token`, and `o_place` for a segment), or none: ask again within
+-- `o_wait_ms`, with a queue entry kept if `o_queued` (a fair waiter's place,
+-- the first waiting writer's mark `m`, which keeps new readers out).
+-- `o_size` alone: the holders use another number of permits.
+CREATE OR REPLACE FUNCTION {s}.take(p_name text, p_owner text, p_mode text,
+    p_size integer, p_ttl_ms bigint, OUT o_token bigint, OUT o_place integer,
+    OUT o_wait_ms bigint, OUT o_queued boolean, OUT o_size integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_until timestamptz;
+    v_mine {s}.holders%ROWTYPE;
+    v_live bigint;
+    v_soonest timestamptz;
+    v_writer timestamptz;
+    v_mark_owner text;
+    v_mark_until timestamptz;
+    v_first bigint;
+    v_least integer;
+    v_most integer;
+BEGIN
+    -- One request at a time per lock: each decides on all of its rows.
+    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
+    v_now := clock_timestamp();
+    v_until := v_now + p_ttl_ms * interval '1 millisecond';
+    o_queued := false;
+    -- A row a checked-in transaction holds cannot be removed before it ends.
+    DELETE FROM {s}.holders h WHERE h.name = p_name AND h.expires <= v_now;
+    SELECT * INTO v_mine FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner;
+    IF v_mine.token > 0 THEN
+        UPDATE {s}.holders h SET expires = v_until WHERE h.name = p_name AND h.owner = p_owner;
+        o_token := v_mine.token;
+        o_place := v_mine.place;
+        RETURN;
+    END IF;
+    IF p_mode = 'f' THEN
+        IF v_mine.owner IS NULL THEN
+            v_mine.seq := nextval('{s}.tokens');
+            INSERT INTO {s}.holders (name, owner, mode, token, expires, taken, seq, place, size)
+            VALUES (p_name, p_owner, 'f', 0, v_until, v_now, v_mine.seq, 0, 0);
+        END IF;
+        SELECT min(h.seq) INTO v_first FROM {s}.holders h WHERE h.name = p_name;
+        IF v_first = v_mine.seq THEN
+            UPDATE {s}.holders h
+               SET token = nextval('{s}.tokens'), expires = v_until, taken = v_now
+             WHERE h.name = p_name AND h.owner = p_owner
+            RETURNING h.token INTO o_token;
+            RETURN;
+        END IF;
+        UPDATE {s}.holders h SET expires = v_until WHERE h.name = p_name AND h.owner = p_owner;
+        -- Ask again by half the entry's ttl, or when one ahead could lapse.
+        SELECT min(h.expires) INTO v_soonest
+          FROM {s}.holders h WHERE h.name = p_name AND h.seq < v_mine.seq;
+        o_queued := true;
+        o_wait_ms := least(p_ttl_ms / 2, {s}.ms(v_soonest - v_now));
+        RETURN;
+    END IF;
+    IF p_mode IN ('r', 'w') THEN
+        SELECT count(*) FILTER (WHERE h.mode IN ('r', 'w')),
+               max(h.expires) FILTER (WHERE h.mode = 'w'),
+               min(h.expires) FILTER (WHERE h.mode IN ('r', 'w'))
+          INTO v_live, v_writer, v_soonest
+          FROM {s}.holders h WHERE h.name = p_name;
+        SELECT h.owner, h.expires INTO v_mark_owner, v_mark_until
+          FROM {s}.holders h WHERE h.name = p_name AND h.mode = 'm';
+        -- Another writer's mark keeps both readers and writers out.
+        IF coalesce(v_mark_owner = p_owner, true)
+           AND ((p_mode = 'w' AND v_live = 0) OR (p_mode = 'r' AND v_writer IS NULL)) THEN
+            INSERT INTO {s}.holders AS h (name, owner, mode, token, expires, taken, seq, place, size)
+            VALUES (p_name, p_owner, p_mode, nextval('{s}.tokens'), v_until, v_now, 0, 0, 0)
+            ON CONFLICT (name, owner) DO UPDATE
+               SET mode = excluded.mode, token = excluded.token,
+                   expires = excluded.expires, taken = excluded.taken
+            RETURNING h.token INTO o_token;
+            RETURN;
+        END IF;
+        IF p_mode = 'w' AND coalesce(v_mark_owner = p_owner, true) THEN
+            -- The first writer to wait: new readers wait behind it.
+            INSERT INTO {s}.holders AS h (name, owner, mode, token, expires, taken, seq, place, size)
+            VALUES (p_name, p_owner, 'm', 0, v_until, v_now, 0, 0, 0)
+            ON CONFLICT (name, owner) DO UPDATE SET expires = excluded.expires;
+            o_queued := true;
+            o_wait_ms := least(p_ttl_ms / 2, {s}.ms(v_soonest - v_now));
+        ELSIF p_mode = 'r' THEN
+            o_wait_ms := {s}.ms(coalesce(v_writer, v_mark_until) - v_now);
+        ELSE
+            o_wait_ms := {s}.ms(coalesce(v_soonest, v_mark_until) - v_now);
+        END IF;
+        RETURN;
+    END IF;
+    SELECT count(*), min(h.expires), min(h.size), max(h.size)
+      INTO v_live, v_soonest, v_least, v_most
+      FROM {s}.holders h WHERE h.name = p_name;
+    IF v_live > 0 AND (v_least <> p_size OR v_most <> p_size) THEN
+        o_size := CASE WHEN v_least <> p_size THEN v_least ELSE v_most END;
+        RETURN;
+    END IF;
+    IF v_live >= p_size THEN
+        o_wait_ms := {s}.ms(v_soonest - v_now);
+        RETURN;
+    END IF;
+    -- The lowest free segment: 0, or one past a used one (fewer are used
+    -- than there are, so it is in range).
+    SELECT min(c.place) INTO o_place
+      FROM (SELECT 0 AS place UNION ALL
+            SELECT h.place + 1 FROM {s}.holders h WHERE h.name = p_name) c
+     WHERE NOT EXISTS (SELECT 1 FROM {s}.holders h WHERE h.name = p_name AND h.place = c.place);
+    INSERT INTO {s}.holders AS h (name, owner, mode, token, expires, taken, seq, place, size)
+    VALUES (p_name, p_owner, p_mode, nextval('{s}.tokens'), v_until, v_now, 0, o_place, p_size)
+    RETURNING h.token INTO o_token;
+END
+$$;
+-- Ends `p_owner`'s lease or queue entry on the lock `p_name`, and tells the
+-- waiters that may now go on, and only them: while a writer's mark stands,
+-- that writer once the last holder is gone; the next in a fair queue when
+-- the first place was freed; else the lock's waiters, when a writer or a
+-- permit leaves, the last reader leaves, or a mark is withdrawn. True if
+-- the lease or entry was live.
+CREATE OR REPLACE FUNCTION {s}.give(p_name text, p_owner text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_mode text;
+    v_live boolean;
+    v_seq bigint;
+    v_next text;
+    v_holders boolean;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
+    v_now := clock_timestamp();
+    DELETE FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner
+    RETURNING h.mode, h.expires > v_now, h.seq INTO v_mode, v_live, v_seq;
+    IF NOT FOUND OR NOT v_live THEN
+        RETURN false;
+    END IF;
+    IF v_mode = 'f' THEN
+        IF NOT EXISTS (SELECT 1 FROM {s}.holders h
+                        WHERE h.name = p_name AND h.expires > v_now AND h.seq < v_seq) THEN
+            SELECT h.owner INTO v_next FROM {s}.holders h
+             WHERE h.name = p_name AND h.expires > v_now ORDER BY h.seq LIMIT 1;
+            IF v_next IS NOT NULL THEN
+                PERFORM pg_notify('{channel}', p_name || ' ' || v_next);
+            END IF;
+        END IF;
+        RETURN true;
+    END IF;
+    SELECT EXISTS (SELECT 1 FROM {s}.holders h WHERE h.name = p_name
+                      AND h.expires > v_now AND h.mode IN ('r', 'w'))
+      INTO v_holders;
+    IF v_mode = 'm' THEN
+        IF NOT EXISTS (SELECT 1 FROM {s}.holders h WHERE h.name = p_name
+                          AND h.expires > v_now AND h.mode = 'w') THEN
+            PERFORM pg_notify('{channel}', p_name);
+        END IF;
+        RETURN true;
+    END IF;
+    SELECT h.owner INTO v_next FROM {s}.holders h
+     WHERE h.name = p_name AND h.expires > v_now AND h.mode = 'm';
+    IF v_next IS NOT NULL THEN
+        IF NOT v_holders THEN
+            PERFORM pg_notify('{channel}', p_name || ' ' || v_next);
+        END IF;
+    ELSIF v_mode <> 'r' OR NOT v_holders THEN
+        PERFORM pg_notify('{channel}', p_name);
+    END IF;
+    RETURN true;
+END
+$$;
+-- Removes every holder and queue entry of the plain lock `p_lease` and of
+-- the locks `p_names` (the other kinds on the key), for an operator breaking
+-- a wedged lock, and wakes every waiter. The number of live ones removed.
+CREATE OR REPLACE FUNCTION {s}.force_release(p_lease text, p_names text[])
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_removed bigint := 0;
+    v_name text;
+    v_gone record;
+BEGIN
+    FOR v_gone IN DELETE FROM {s}.leases l WHERE l.name = p_lease
+                  RETURNING l.expires > clock_timestamp() AS live LOOP
+        IF v_gone.live THEN
+            v_removed := v_removed + 1;
+        END IF;
+    END LOOP;
+    PERFORM pg_notify('{channel}', p_lease);
+    FOREACH v_name IN ARRAY p_names LOOP
+        PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(v_name));
+        FOR v_gone IN DELETE FROM {s}.holders h WHERE h.name = v_name
+                      RETURNING h.owner, h.token, h.expires > clock_timestamp() AS live LOOP
+            IF v_gone.live THEN
+                v_removed := v_removed + 1;
+                IF v_gone.token = 0 THEN
+                    PERFORM pg_notify('{channel}', v_name || ' ' || v_gone.owner);
+                END IF;
+            END IF;
+        END LOOP;
+        PERFORM pg_notify('{channel}', v_name);
+    END LOOP;
+    RETURN v_removed;
+END
+$$;
 "#
         )
     }
@@ -181,10 +415,11 @@ $$;
         format!(
             "GRANT USAGE ON SCHEMA {s} TO {role};\n\
              GRANT SELECT ON {s}.format TO {role};\n\
-             GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases TO {role};\n\
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.holders TO {role};\n\
              GRANT USAGE ON SEQUENCE {s}.tokens TO {role};\n\
-             GRANT EXECUTE ON FUNCTION {s}.acquire(text, text, bigint), \
-             {s}.release(text, text) TO {role};\n"
+             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.acquire(text, text, bigint), \
+             {s}.release(text, text), {s}.take(text, text, text, integer, bigint), \
+             {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n"
         )
     }
 
@@ -196,6 +431,16 @@ $$;
         )
     }
 
+    /// `SELECT * FROM <schema>.take($1, $2, $3, $4, $5)`.
+    pub(super) fn take(&self) -> String {
+        format!("SELECT * FROM {}.take($1, $2, $3, $4, $5)", self.quoted())
+    }
+
+    /// `SELECT <schema>.give($1, $2)`.
+    pub(super) fn give(&self) -> String {
+        format!("SELECT {}.give($1, $2)", self.quoted())
+    }
+
     /// Extends a live lease of `$2` on `$1` to `$3` ms from now.
     pub(super) fn renew(&self) -> String {
         format!(
@@ -205,42 +450,55 @@ $$;
         )
     }
 
+    /// Extends a live lease (not a queue entry) of `$2` on the lock `$1` of
+    /// another kind to `$3` ms from now.
+    pub(super) fn renew_holder(&self) -> String {
+        format!(
+            "UPDATE {}.holders SET expires = clock_timestamp() + $3::bigint * interval '1 millisecond' \
+             WHERE name = $1 AND owner = $2 AND token > 0 AND expires > clock_timestamp()",
+            self.quoted()
+        )
+    }
+
     /// `SELECT <schema>.release($1, $2)`.
     pub(super) fn release(&self) -> String {
         format!("SELECT {}.release($1, $2)", self.quoted())
     }
 
-    /// The live lease of `$1`: owner, token, ms left, ms since taken.
+    /// The live holders and queue entries of the plain lock `$1` and of
+    /// the locks `$2` (the key's other kinds): mode (`x` for the plain
+    /// lock), owner, token (0 for a queue entry), ms left, ms since taken,
+    /// segment, size.
     pub(super) fn inspect(&self) -> String {
         format!(
-            "SELECT owner, token, \
-             ceil(extract(epoch FROM expires - clock_timestamp()) * 1000)::bigint, \
-             floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint \
-             FROM {}.leases WHERE name = $1 AND expires > clock_timestamp()",
-            self.quoted()
+            "SELECT 'x', owner, token, {s}.ms(expires - clock_timestamp()), \
+             floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint, 0, 0 \
+             FROM {s}.leases WHERE name = $1 AND expires > clock_timestamp() \
+             UNION ALL \
+             SELECT mode, owner, token, {s}.ms(expires - clock_timestamp()), \
+             floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint, place, size \
+             FROM {s}.holders WHERE name = ANY($2) AND expires > clock_timestamp()",
+            s = self.quoted()
         )
     }
 
-    /// The names of live leases that start with `$3`, in order, after
-    /// `$1`, at most `$2`.
+    /// The names of live locks (of every kind) that start with `$3`, in
+    /// order, after `$1`, at most `$2`.
     pub(super) fn held(&self) -> String {
         format!(
-            "SELECT name FROM {}.leases WHERE expires > clock_timestamp() AND name > $1 \
-             AND starts_with(name, $3) ORDER BY name LIMIT $2",
-            self.quoted()
+            "SELECT name FROM {s}.leases WHERE expires > clock_timestamp() AND name > $1 \
+             AND starts_with(name, $3) \
+             UNION \
+             SELECT name FROM {s}.holders WHERE token > 0 AND expires > clock_timestamp() \
+             AND name > $1 AND starts_with(name, $3) \
+             ORDER BY name LIMIT $2",
+            s = self.quoted()
         )
     }
 
-    /// Removes the lease of `$1` whoever holds it, telling waiters; the
-    /// number of live leases removed.
+    /// `SELECT <schema>.force_release($1, $2)`.
     pub(super) fn force_release(&self) -> String {
-        format!(
-            "WITH gone AS (DELETE FROM {s}.leases WHERE name = $1 \
-             RETURNING expires > clock_timestamp() AS live) \
-             SELECT (SELECT count(*) FROM gone WHERE live), pg_notify('{c}', $1)::text",
-            s = self.quoted(),
-            c = self.name
-        )
+        format!("SELECT {}.force_release($1, $2)", self.quoted())
     }
 
     /// `LISTEN` on the namespace's channel.
