@@ -8,12 +8,13 @@
 //!
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it. The kit also starts Redis Sentinel and Cluster deployments,
-//! PostgreSQL, etcd members ([`EtcdServer`]) and ZooKeeper servers
+//! PostgreSQL (also behind a [`PgBouncer`]), etcd members ([`EtcdServer`]) and ZooKeeper servers
 //! ([`ZooKeeperServer`]) the same way.
 
 mod cluster;
 mod etcd;
 pub mod history;
+mod pgbouncer;
 mod postgres;
 mod process;
 mod proxy;
@@ -27,6 +28,7 @@ mod zookeeper;
 pub use cluster::ClusterSet;
 pub use etcd::EtcdServer;
 use etcd::free_ports;
+pub use pgbouncer::PgBouncer;
 pub use postgres::PostgresServer;
 pub use process::Process;
 pub use proxy::DelayProxy;

@@ -84,7 +84,7 @@ impl PostgresServer {
             ],
         );
         for _ in 0..5 {
-            server.port = free_port();
+            server.port = crate::server::free_port();
             if server.try_start() {
                 return server;
             }
@@ -222,11 +222,6 @@ impl PostgresServer {
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
 }
 
 impl Drop for PostgresServer {

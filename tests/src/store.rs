@@ -12,7 +12,9 @@ use lock_core::backend::{
 use lock_core::backend::{Backend, Pattern, StoredKeys};
 use lock_core::{Inspection, LockError, Locker, LockerBuilder, StoreError};
 
-use crate::{ClusterSet, EtcdServer, PostgresServer, RedisServer, SentinelSet, ZooKeeperServer};
+use crate::{
+    ClusterSet, EtcdServer, PgBouncer, PostgresServer, RedisServer, SentinelSet, ZooKeeperServer,
+};
 
 /// A store under test.
 pub enum TestStore {
@@ -36,6 +38,10 @@ pub enum TestStore {
     ZooKeeper(ZooKeeperServer),
     /// A PostgreSQL server from the kit (leases in schema `lock`).
     Postgres(PostgresServer),
+    /// A PostgreSQL server from the kit behind a transaction-pooling
+    /// PgBouncer, the Lockers listening for releases on a direct
+    /// connection (`listen_url`).
+    PgBouncer(PgBouncer),
 }
 
 impl TestStore {
@@ -87,6 +93,20 @@ impl TestStore {
         TestStore::Postgres(PostgresServer::start())
     }
 
+    /// A fresh PostgreSQL server behind a fresh PgBouncer.
+    pub fn pgbouncer() -> Self {
+        TestStore::PgBouncer(PgBouncer::start())
+    }
+
+    /// The PostgreSQL server that keeps the leases, if the store is one.
+    pub fn postgres_server(&self) -> Option<&PostgresServer> {
+        match self {
+            TestStore::Postgres(server) => Some(server),
+            TestStore::PgBouncer(bouncer) => Some(&bouncer.postgres),
+            _ => None,
+        }
+    }
+
     /// Whether the store keeps every kind of lock (RedLock keeps the plain
     /// lock and the multi-lock over it only).
     pub fn keeps_the_family(&self) -> bool {
@@ -114,6 +134,7 @@ impl TestStore {
             TestStore::Etcd(member) => EtcdServer::url(std::slice::from_ref(member)),
             TestStore::ZooKeeper(server) => ZooKeeperServer::url(std::slice::from_ref(server)),
             TestStore::Postgres(server) => server.postgres_url(),
+            TestStore::PgBouncer(bouncer) => bouncer.listening_url(),
         };
         Some((url, None))
     }
@@ -134,7 +155,8 @@ impl TestStore {
             TestStore::Memory(_)
             | TestStore::Etcd(_)
             | TestStore::ZooKeeper(_)
-            | TestStore::Postgres(_) => vec![],
+            | TestStore::Postgres(_)
+            | TestStore::PgBouncer(_) => vec![],
         }
     }
 
@@ -148,7 +170,10 @@ impl TestStore {
                 assert!(left.is_empty(), "left behind in etcd: {left:?}");
             }
             TestStore::ZooKeeper(server) => zookeeper_empties(server).await,
-            TestStore::Postgres(server) => {
+            TestStore::Postgres(server)
+            | TestStore::PgBouncer(PgBouncer {
+                postgres: server, ..
+            }) => {
                 let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
                             UNION ALL SELECT name || ' ' || owner FROM lock.holders \
                             WHERE expires > clock_timestamp()";
@@ -215,6 +240,11 @@ impl TestStore {
                     .await
                     .expect("connect to the test PostgreSQL"),
             ),
+            TestStore::PgBouncer(bouncer) => Arc::new(
+                PostgresBackend::connect(&bouncer.listening_url(), "lock", Duration::from_secs(2))
+                    .await
+                    .expect("connect through the test PgBouncer"),
+            ),
             TestStore::RedLock(masters) => {
                 let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -258,7 +288,10 @@ impl TestStore {
                 }
                 assert!(removed >= 1, "no lease to delete");
             }
-            TestStore::Postgres(server) => {
+            TestStore::Postgres(server)
+            | TestStore::PgBouncer(PgBouncer {
+                postgres: server, ..
+            }) => {
                 let steal = "WITH a AS (DELETE FROM lock.leases WHERE name = ANY($1) RETURNING 1), \
                              b AS (DELETE FROM lock.holders WHERE name = ANY($1) RETURNING 1) \
                              SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)";

@@ -28,7 +28,7 @@ async fn etcd_leader(members: &[EtcdServer]) -> usize {
 /// Four clients on two keys (two hold while two wait), 60 operations
 /// each, on `url` with lease `ttl`; `kill` takes a server down after 20
 /// acquisitions. Returns the checked events and when the kill came.
-async fn a_server_lost_under_load(
+pub(crate) async fn a_server_lost_under_load(
     url: String,
     ttl: Duration,
     kill: impl FnOnce() + Send + 'static,
@@ -69,7 +69,7 @@ async fn a_server_lost_under_load(
 /// Three clients on one key with 100 ms of work inside; the holder of a
 /// fresh acquisition is frozen for `frozen`, past its lease of `ttl`: it
 /// must be told, its writes rejected, and a later holder's token higher.
-async fn a_client_frozen_past_its_lease(url: String, ttl: Duration, frozen: Duration) {
+pub(crate) async fn a_client_frozen_past_its_lease(url: String, ttl: Duration, frozen: Duration) {
     let data = RedisServer::start();
     let mut clients = Clients::new();
     let shape = Workers {

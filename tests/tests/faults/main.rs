@@ -14,4 +14,5 @@
 
 mod consensus;
 mod harness;
+mod postgres;
 mod scenarios;

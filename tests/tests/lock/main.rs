@@ -34,6 +34,7 @@ macro_rules! on_every_backend {
         on_stores!(etcd_backend, etcd, $($plain,)* $($family,)*);
         on_stores!(zookeeper_backend, zookeeper, $($plain,)* $($family,)*);
         on_stores!(postgres_backend, postgres, $($plain,)* $($family,)*);
+        on_stores!(pgbouncer_backend, pgbouncer, $($plain,)* $($family,)*);
     };
 }
 

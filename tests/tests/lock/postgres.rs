@@ -1,13 +1,14 @@
 //! The PostgreSQL store's own promises, beyond the conformance suite
 //! (which runs on it too): what connecting checks and tells, the printed
-//! schema run by hand and locked under exactly the rights it grants, and
-//! tokens that rise across a restart of the server.
+//! schema run by hand and locked under exactly the rights it grants,
+//! tokens that rise across a restart of the server, and locking through a
+//! transaction-pooling PgBouncer that carries no `LISTEN`.
 
 use std::time::Duration;
 
-use lock_core::backend::PostgresBackend;
-use lock_core::{LockError, Locker};
-use lock_testkit::{PostgresServer, TestStore, error_chain};
+use lock_core::backend::{Attempt, Backend, PostgresBackend};
+use lock_core::{LockError, LockKind, Locker};
+use lock_testkit::{Counting, PgBouncer, PostgresServer, TestStore, error_chain};
 use tokio::time::Instant;
 
 async fn locker(server: &PostgresServer) -> Result<Locker, LockError> {
@@ -23,6 +24,11 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
     let guard = a.lock("order:1").await.unwrap();
     assert!(b.try_lock("order:1").await.unwrap().is_none());
     guard.release().await.unwrap();
+
+    let url = format!("{}?pgbouncer=yes", server.postgres_url());
+    let err = Locker::connect(&url).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    assert!(error_chain(&err).contains("pgbouncer=true"), "{err}");
 
     let url = format!("postgres://postgres@127.0.0.1:{}/nope", server.port());
     let err = Locker::connect(&url).await.unwrap_err();
@@ -106,6 +112,11 @@ async fn passwords_are_checked_at_connect() {
 async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     let server = PostgresServer::start();
     let admin = server.client().await;
+    // Told not to make the tables, a Locker finds none and says what to run.
+    let not_made = format!("{}?create_schema=false", server.postgres_url());
+    let err = Locker::connect(&not_made).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidUrl { .. }), "{err}");
+    assert!(error_chain(&err).contains("lockctl schema"), "{err}");
     let (ddl, grants) = PostgresBackend::schema_sql("lock", "locker").unwrap();
     admin
         .batch_execute(&ddl)
@@ -120,7 +131,12 @@ async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
         .await
         .expect("the printed grants run");
 
-    let as_role = |role: &str| format!("postgres://{role}@127.0.0.1:{}/postgres", server.port());
+    let as_role = |role: &str| {
+        format!(
+            "postgres://{role}@127.0.0.1:{}/postgres?create_schema=false",
+            server.port()
+        )
+    };
     let one = Locker::connect(&as_role("locker"))
         .await
         .expect("the granted role connects");
@@ -134,6 +150,29 @@ async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     assert!(second.token() > token);
     assert_eq!(one.inspect("order:7").await.unwrap().holders.len(), 1);
     assert_eq!(one.force_release("order:7").await.unwrap(), 1);
+    // Every other kind too, and a release that comes before its acquire.
+    let fair = one.fair_lock("order:8").await.unwrap();
+    let read = one.read_lock("order:8").await.unwrap();
+    let permit = one.semaphore("order:8", 2).await.unwrap();
+    let segment = one.striped("order:8", 2).await.unwrap();
+    assert_eq!(one.inspect("order:8").await.unwrap().holders.len(), 4);
+    for guard in [fair, read, permit, segment] {
+        guard.release().await.unwrap();
+    }
+    drop(second);
+    let backend = PostgresBackend::connect(&as_role("locker"), "lock", Duration::from_secs(2))
+        .await
+        .unwrap();
+    // A release that reaches the server before its acquire (held up in a
+    // pooler, or on another connection) leaves that acquire nothing to take.
+    let keys = one.stored_keys("order:9").unwrap();
+    let ttl = Duration::from_secs(30);
+    for (kind, owner) in [(LockKind::Exclusive, "late-1"), (LockKind::Fair, "late-2")] {
+        assert!(!backend.release(&keys, kind, owner).await.unwrap());
+        let late = backend.try_acquire(&keys, kind, owner, ttl).await.unwrap();
+        assert!(!matches!(late, Attempt::Acquired(_)), "{kind}: {late:?}");
+    }
+    assert!(!one.inspect("order:9").await.unwrap().is_held());
 
     // A role without the grants is told at connect, with what to do.
     let err = Locker::connect(&as_role("stranger")).await.unwrap_err();
@@ -333,5 +372,32 @@ async fn terminated_connections_are_made_again() {
         .expect("released through a new connection");
     let next = next.await.unwrap().expect("the waiter gets the lock");
     assert!(next.token() > token);
+    next.release().await.unwrap();
+}
+
+/// Through a transaction-pooling PgBouncer with no `listen_url`, a waiter
+/// asks again every `POLL_INTERVAL`: it gets a lock released 30 s before
+/// its lease ends within that interval, and it does poll meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_without_a_listen_url_waiters_poll() {
+    let bouncer = PgBouncer::start();
+    let url = bouncer.postgres_url();
+    let holder = Locker::connect(&url).await.unwrap();
+    let backend = PostgresBackend::connect(&url, "lock", Duration::from_secs(2))
+        .await
+        .unwrap();
+    let counts = Counting::new(std::sync::Arc::new(backend));
+    let waiter = Locker::builder().backend(counts.clone()).unwrap();
+    let guard = holder.lock("order:11").await.unwrap();
+    let task =
+        tokio::spawn(async move { waiter.lock("order:11").wait(Duration::from_secs(30)).await });
+    // Two asks, then at least two more a poll apart.
+    counts.acquires_reach(4).await;
+    let released = Instant::now();
+    guard.release().await.unwrap();
+    let next = task.await.unwrap().expect("the waiter gets the lock");
+    let waited = released.elapsed();
+    let bound = PostgresBackend::POLL_INTERVAL + Duration::from_millis(750);
+    assert!(waited <= bound, "took {waited:?} after the release");
     next.release().await.unwrap();
 }

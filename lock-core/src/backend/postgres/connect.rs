@@ -1,5 +1,6 @@
-//! Connecting: a `postgres://` URL, a pool, the namespace's schema made or
-//! checked, and the `LISTEN` connection started.
+//! Connecting: a `postgres://` URL and the settings lock-core reads from
+//! it, a pool, the namespace's schema made or checked, and the `LISTEN`
+//! connection started (or the poll that stands in for it).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,8 +10,9 @@ use tokio_postgres::{Config, NoTls};
 
 use super::errors::bounded;
 use super::listen::Listener;
+use super::poll::Poll;
 use super::schema::{FORMAT, Schema};
-use super::{PostgresBackend, Statements, checkout, column};
+use super::{PostgresBackend, Statements, Wakeups, checkout, column};
 use crate::store_error::{Refusal, StoreError};
 
 /// Connections in the pool: lock statements are short.
@@ -23,6 +25,17 @@ impl PostgresBackend {
     /// `namespace` in a schema of that name if there are none (one
     /// transaction, under a lock of its own). Tables of another format
     /// version are refused ([`Refusal::UnknownFormat`]), never reused.
+    ///
+    /// Three settings of the URL's query are lock-core's own:
+    /// - `create_schema=false`: never make the tables (a DBA ran what
+    ///   `lockctl schema` prints); a schema without them is refused
+    ///   ([`Refusal::InvalidUrl`], saying so).
+    /// - `pgbouncer=true`: the URL names a transaction-pooling proxy, so
+    ///   statements are sent unprepared and without startup options (no
+    ///   server-side `statement_timeout`; the client's timeout still holds).
+    /// - `listen_url=<URL, percent-encoded>`: a direct connection for
+    ///   `LISTEN`; behind a pooler without it, waiters ask again every
+    ///   [`POLL_INTERVAL`](Self::POLL_INTERVAL).
     ///
     /// ```no_run
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,8 +54,8 @@ impl PostgresBackend {
         namespace: &str,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let config = Config::from_str(url)
-            .map_err(|err| StoreError::refused(Refusal::InvalidUrl, InvalidUrl { source: err }))?;
+        let settings = Settings::of(url, timeout)?;
+        let config = settings.config;
         let schema = Schema::of(namespace)?;
         let manager = Manager::from_config(
             config.clone(),
@@ -59,20 +72,23 @@ impl PostgresBackend {
             .build()
             .map_err(|err| StoreError::new(err, false))?;
         let client = checkout(&pool, timeout).await?;
+        // Unprepared (`query_typed`): behind a transaction pooler a named
+        // statement may be gone by the next transaction.
         let exists = bounded(
             timeout,
             false,
-            client.query_one(&schema.exists_query(), &[]),
+            client.query_typed(&schema.exists_query(), &[]),
         )
         .await?;
-        let stored: Option<i32> = if column(&exists, 0)? {
-            let row = bounded(
+        let exists = exists.first().map(|row| column(row, 0)).transpose()?;
+        let stored: Option<i32> = if exists == Some(true) {
+            let rows = bounded(
                 timeout,
                 false,
-                client.query_opt(&schema.format_query(), &[]),
+                client.query_typed(&schema.format_query(), &[]),
             )
             .await?;
-            let version = row.as_ref().map(|row| column(row, 0)).transpose()?;
+            let version = rows.first().map(|row| column(row, 0)).transpose()?;
             Some(version.unwrap_or(0))
         } else {
             None
@@ -93,7 +109,18 @@ impl PostgresBackend {
                     ),
                 ));
             }
-            None => create(&client, &schema, timeout).await?,
+            None if settings.create_schema => create(&client, &schema, timeout).await?,
+            None => {
+                return Err(StoreError::refused(
+                    Refusal::InvalidUrl,
+                    format!(
+                        "the schema `{}` holds no lock tables and the URL says \
+                         create_schema=false: run what `lockctl schema` prints, or let the \
+                         Locker make them",
+                        schema.name
+                    ),
+                ));
+            }
         }
         drop(client);
         let host = config
@@ -109,13 +136,20 @@ impl PostgresBackend {
             config.get_dbname().unwrap_or(""),
             schema.name
         );
-        let listener = Listener::start(config, &schema, timeout);
-        listener.started(timeout).await?;
+        let wakeups = match (settings.listen, settings.pooled) {
+            (Some(direct), _) => Wakeups::Notified(Listener::start(direct, &schema, timeout)),
+            (None, false) => Wakeups::Notified(Listener::start(config, &schema, timeout)),
+            (None, true) => Wakeups::Polled(Poll::start()),
+        };
+        if let Wakeups::Notified(listener) = &wakeups {
+            listener.started(timeout).await?;
+        }
         Ok(PostgresBackend {
             pool,
             statements: Statements::of(&schema),
             schema,
-            listener,
+            wakeups,
+            pooled: settings.pooled,
             timeout,
             description,
         })
@@ -149,12 +183,93 @@ async fn create(
     made
 }
 
+/// What a URL sets: the connection, and lock-core's own settings from its
+/// query (see [`PostgresBackend::connect`]).
+struct Settings {
+    config: Config,
+    pooled: bool,
+    listen: Option<Config>,
+    create_schema: bool,
+}
+
+impl Settings {
+    /// The settings of `url`, its connections kept alive (a dead peer is
+    /// found within about a minute) and, unless pooled, each statement
+    /// bounded by `timeout` at the server and run read committed.
+    fn of(url: &str, timeout: Duration) -> Result<Self, StoreError> {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let (mut pooled, mut listen, mut create_schema) = (false, None, true);
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            match pair.split_once('=') {
+                Some(("pgbouncer", value)) => pooled = flag("pgbouncer", value)?,
+                Some(("create_schema", value)) => create_schema = flag("create_schema", value)?,
+                Some(("listen_url", value)) => {
+                    let direct = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+                    listen = Some(parse(&direct, "listen_url")?);
+                }
+                _ => kept.push(pair),
+            }
+        }
+        let url = match kept.is_empty() {
+            true => base.to_owned(),
+            false => format!("{base}?{}", kept.join("&")),
+        };
+        let mut config = parse(&url, "URL")?;
+        let mut configs: Vec<&mut Config> = vec![&mut config];
+        configs.extend(listen.as_mut());
+        for config in configs {
+            config
+                .keepalives(true)
+                .keepalives_idle(Duration::from_secs(30))
+                .keepalives_interval(Duration::from_secs(5))
+                .keepalives_retries(5);
+        }
+        if !pooled {
+            let ms = timeout.as_millis().max(1);
+            let ours = format!(
+                "-c statement_timeout={ms} -c default_transaction_isolation=read\\ committed"
+            );
+            let options = match config.get_options() {
+                Some(theirs) => format!("{theirs} {ours}"),
+                None => ours,
+            };
+            config.options(options);
+        }
+        Ok(Settings {
+            config,
+            pooled,
+            listen,
+            create_schema,
+        })
+    }
+}
+
+/// `text` as a connection's settings; `what` names it in the error.
+fn parse(text: &str, what: &'static str) -> Result<Config, StoreError> {
+    Config::from_str(text)
+        .map_err(|err| StoreError::refused(Refusal::InvalidUrl, InvalidUrl { what, source: err }))
+}
+
+/// A `true`/`false` setting `name` of the URL.
+fn flag(name: &str, value: &str) -> Result<bool, StoreError> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(StoreError::refused(
+            Refusal::InvalidUrl,
+            format!("write `{name}=true` or `{name}=false` in the PostgreSQL URL, not `{value}`"),
+        )),
+    }
+}
+
 /// A URL that does not parse, with what to write.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "write the PostgreSQL URL as postgres://[user[:password]@]host[:port]/database \
+    "write the PostgreSQL {what} as postgres://[user[:password]@]host[:port]/database \
      (or postgresql://)"
 )]
 struct InvalidUrl {
+    what: &'static str,
     source: tokio_postgres::Error,
 }

@@ -10,6 +10,7 @@
 mod connect;
 mod errors;
 mod listen;
+mod poll;
 mod schema;
 
 use std::time::Duration;
@@ -18,7 +19,8 @@ use deadpool_postgres::Pool;
 
 use self::errors::{bounded, store_error};
 use self::listen::Listener;
-use self::schema::Schema;
+use self::poll::Poll;
+use self::schema::{Schema, Sql};
 use super::{Attempt, Grant, LockKind, Operators, ReleaseSignal, Store};
 use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
@@ -47,26 +49,40 @@ use crate::token::FencingToken;
 /// across a restart, and across a crash of a server that commits
 /// synchronously (not across a failover to an asynchronous standby).
 /// Keeps every kind of lock.
+///
+/// Behind a transaction-pooling proxy such as PgBouncer (`pgbouncer=true`
+/// in the URL), statements are sent unprepared and without startup
+/// options, and waiters are woken by a `LISTEN` connection to the
+/// `listen_url` the URL names, else by polling every
+/// [`POLL_INTERVAL`](Self::POLL_INTERVAL).
 pub struct PostgresBackend {
     pool: Pool,
     schema: Schema,
-    listener: Listener,
+    wakeups: Wakeups,
+    /// Behind a transaction pooler: no statement is prepared.
+    pooled: bool,
     timeout: Duration,
     description: String,
     statements: Statements,
 }
 
-/// The text of each statement, made once per backend.
+/// What wakes waiters: releases told by `NOTIFY`, or a poll.
+enum Wakeups {
+    Notified(Listener),
+    Polled(Poll),
+}
+
+/// Each statement, made once per backend.
 struct Statements {
-    acquire: String,
-    renew: String,
-    release: String,
-    take: String,
-    renew_holder: String,
-    give: String,
-    inspect: String,
-    held: String,
-    force_release: String,
+    acquire: Sql,
+    renew: Sql,
+    release: Sql,
+    take: Sql,
+    renew_holder: Sql,
+    give: Sql,
+    inspect: Sql,
+    held: Sql,
+    force_release: Sql,
 }
 
 impl Statements {
@@ -122,24 +138,31 @@ impl PostgresBackend {
     /// a schema, and PostgreSQL cuts longer names.
     pub const MAX_NAMESPACE_LEN: usize = schema::MAX_NAME_LEN;
 
-    /// A pooled connection and `sql` prepared on it (once per connection).
-    async fn prepared(
-        &self,
-        sql: &str,
-    ) -> Result<(deadpool_postgres::Object, tokio_postgres::Statement), StoreError> {
-        let client = checkout(&self.pool, self.timeout).await?;
-        let statement = bounded(self.timeout, false, client.prepare_cached(sql)).await?;
-        Ok((client, statement))
-    }
+    /// How often a waiter asks again where no `LISTEN` connection tells it
+    /// of releases (behind a transaction pooler without a `listen_url`).
+    pub const POLL_INTERVAL: Duration = poll::INTERVAL;
 
-    /// Runs `sql` with `params`, expecting rows; `writes` as in [`bounded`].
+    /// Runs `sql` with `params` on a pooled connection, prepared once per
+    /// connection, or unprepared behind a transaction pooler (where the next
+    /// transaction may run on another server connection, without the
+    /// prepared statement); `writes` as in [`bounded`].
     async fn query(
         &self,
-        sql: &str,
+        sql: &Sql,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         writes: bool,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let (client, statement) = self.prepared(sql).await?;
+        let client = checkout(&self.pool, self.timeout).await?;
+        if self.pooled {
+            let typed: Vec<_> = params
+                .iter()
+                .copied()
+                .zip(sql.types.iter().cloned())
+                .collect();
+            return bounded(self.timeout, writes, client.query_typed(&sql.text, &typed)).await;
+        }
+        let prepare = client.prepare_typed_cached(&sql.text, sql.types);
+        let statement = bounded(self.timeout, false, prepare).await?;
         bounded(self.timeout, writes, client.query(&statement, params)).await
     }
 
@@ -205,11 +228,9 @@ impl Store for PostgresBackend {
             LockKind::Exclusive => (&self.statements.renew, keys.lease().to_owned()),
             _ => (&self.statements.renew_holder, keys.of_kind(kind)),
         };
-        let (client, statement) = self.prepared(sql).await?;
         let ttl = millis(ttl);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
-        let renewed = client.execute(&statement, &params);
-        Ok(bounded(self.timeout, true, renewed).await? == 1)
+        Ok(self.query(sql, &params, true).await?.len() == 1)
     }
 
     async fn release(
@@ -238,10 +259,14 @@ impl Store for PostgresBackend {
     ) -> Result<ReleaseSignal, StoreError> {
         // A queue entry is woken on its own route (`<name> <owner>`), as the
         // functions notify it.
+        let listener = match &self.wakeups {
+            Wakeups::Notified(listener) => listener,
+            Wakeups::Polled(poll) => return Ok(poll.subscribe()),
+        };
         let name = keys.of_kind(kind);
         match queued_owner {
-            Some(owner) => self.listener.subscribe(&format!("{name} {owner}")),
-            None => self.listener.subscribe(&name),
+            Some(owner) => listener.subscribe(&format!("{name} {owner}")),
+            None => listener.subscribe(&name),
         }
     }
 

@@ -12,6 +12,8 @@
 //!                        kind's stored name, owner, mode, token (0 for a
 //!                        queue entry), expiry, when taken, place in line,
 //!                        segment, and the permits or segments of the lock
+//! "<namespace>".gone     owner values whose release came before a request
+//!                        with them: such a request takes nothing
 //! "<namespace>".acquire(name, owner, ttl_ms) -> (token, remaining_ms)
 //! "<namespace>".release(name, owner) -> live
 //! "<namespace>".take(name, owner, mode, size, ttl_ms)
@@ -25,6 +27,8 @@
 //! and an owner value after a space where one waiter is next (a fair
 //! queue's, a waiting writer): only its subscription wakes.
 
+use tokio_postgres::types::Type;
+
 use crate::store_error::{Refusal, StoreError};
 
 /// The format of the tables this client reads and writes.
@@ -32,6 +36,14 @@ pub(crate) const FORMAT: u32 = 2;
 
 /// The longest name PostgreSQL keeps whole (it cuts longer ones).
 pub(crate) const MAX_NAME_LEN: usize = 63;
+
+/// One statement: its text and the types of its parameters, so that it can
+/// be sent unprepared (behind a transaction pooler) as well as prepared.
+#[derive(Debug)]
+pub(super) struct Sql {
+    pub(super) text: String,
+    pub(super) types: &'static [Type],
+}
 
 /// The schema of one namespace, and the statements that reach it.
 #[derive(Debug, Clone)]
@@ -104,6 +116,21 @@ CREATE OR REPLACE FUNCTION {s}.ms(p_span interval) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
     SELECT greatest(0, ceil(extract(epoch FROM p_span) * 1000))::bigint
 $$;
+-- Owner values whose release came first: a request with one of them
+-- that reaches the server later (held up in a pooler's queue, or on
+-- another connection) takes nothing. Kept longer than a request is held
+-- up (a pooler's query_wait_timeout is 120 s by default).
+CREATE TABLE IF NOT EXISTS {s}.gone (
+    owner text PRIMARY KEY,
+    until timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gone_until ON {s}.gone (until);
+CREATE OR REPLACE FUNCTION {s}.bury(p_owner text) RETURNS void
+LANGUAGE sql AS $$
+    DELETE FROM {s}.gone g WHERE g.until < clock_timestamp();
+    INSERT INTO {s}.gone (owner, until) VALUES (p_owner, clock_timestamp() + interval '3 minutes')
+    ON CONFLICT (owner) DO NOTHING;
+$$;
 CREATE TABLE IF NOT EXISTS {s}.leases (
     name text PRIMARY KEY,
     owner text NOT NULL,
@@ -123,6 +150,10 @@ DECLARE
     v_expires timestamptz;
     v_waited boolean;
 BEGIN
+    IF EXISTS (SELECT 1 FROM {s}.gone g WHERE g.owner = p_owner) THEN
+        remaining_ms := 0;
+        RETURN;
+    END IF;
     LOOP
         -- The row lock a checked-in transaction's FOR KEY SHARE holds off:
         -- no takeover while one is open. Renewals need only a weaker lock.
@@ -176,13 +207,14 @@ DECLARE
 BEGIN
     DELETE FROM {s}.leases l WHERE l.name = p_name AND l.owner = p_owner
     RETURNING l.expires > clock_timestamp(), l.waited INTO v_live, v_waited;
-    IF NOT FOUND THEN
+    IF NOT coalesce(v_live, false) THEN
+        PERFORM {s}.bury(p_owner);
         RETURN false;
     END IF;
     IF v_waited THEN
         PERFORM pg_notify('{channel}', p_name);
     END IF;
-    RETURN v_live;
+    RETURN true;
 END
 $$;
 CREATE TABLE IF NOT EXISTS {s}.holders (
@@ -226,6 +258,9 @@ BEGIN
     v_now := clock_timestamp();
     v_until := v_now + p_ttl_ms * interval '1 millisecond';
     o_queued := false;
+    IF EXISTS (SELECT 1 FROM {s}.gone g WHERE g.owner = p_owner) THEN
+        RETURN;
+    END IF;
     -- A row a checked-in transaction holds cannot be removed before it ends.
     DELETE FROM {s}.holders h WHERE h.name = p_name AND h.expires <= v_now;
     SELECT * INTO v_mine FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner;
@@ -326,14 +361,20 @@ DECLARE
     v_mode text;
     v_live boolean;
     v_seq bigint;
+    v_token bigint;
     v_next text;
     v_holders boolean;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     v_now := clock_timestamp();
     DELETE FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner
-    RETURNING h.mode, h.expires > v_now, h.seq INTO v_mode, v_live, v_seq;
-    IF NOT FOUND OR NOT v_live THEN
+    RETURNING h.mode, h.expires > v_now, h.seq, h.token INTO v_mode, v_live, v_seq, v_token;
+    -- A queue entry is asked for again and again: one of those requests
+    -- may still be on its way.
+    IF NOT coalesce(v_live AND v_token > 0, false) THEN
+        PERFORM {s}.bury(p_owner);
+    END IF;
+    IF NOT coalesce(v_live, false) THEN
         RETURN false;
     END IF;
     IF v_mode = 'f' THEN
@@ -415,62 +456,87 @@ $$;
         format!(
             "GRANT USAGE ON SCHEMA {s} TO {role};\n\
              GRANT SELECT ON {s}.format TO {role};\n\
-             GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.holders TO {role};\n\
+             GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.holders, {s}.gone TO {role};\n\
              GRANT USAGE ON SEQUENCE {s}.tokens TO {role};\n\
-             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.acquire(text, text, bigint), \
+             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.bury(text), {s}.acquire(text, text, bigint), \
              {s}.release(text, text), {s}.take(text, text, text, integer, bigint), \
              {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n"
         )
     }
 
     /// `SELECT * FROM <schema>.acquire($1, $2, $3)`.
-    pub(super) fn acquire(&self) -> String {
-        format!(
+    pub(super) fn acquire(&self) -> Sql {
+        let text = format!(
             "SELECT token, remaining_ms FROM {}.acquire($1, $2, $3)",
             self.quoted()
-        )
+        );
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT, Type::INT8],
+        }
     }
 
     /// `SELECT * FROM <schema>.take($1, $2, $3, $4, $5)`.
-    pub(super) fn take(&self) -> String {
-        format!("SELECT * FROM {}.take($1, $2, $3, $4, $5)", self.quoted())
+    pub(super) fn take(&self) -> Sql {
+        let text = format!("SELECT * FROM {}.take($1, $2, $3, $4, $5)", self.quoted());
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT, Type::TEXT, Type::INT4, Type::INT8],
+        }
     }
 
     /// `SELECT <schema>.give($1, $2)`.
-    pub(super) fn give(&self) -> String {
-        format!("SELECT {}.give($1, $2)", self.quoted())
+    pub(super) fn give(&self) -> Sql {
+        let text = format!("SELECT {}.give($1, $2)", self.quoted());
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT],
+        }
     }
 
     /// Extends a live lease of `$2` on `$1` to `$3` ms from now.
-    pub(super) fn renew(&self) -> String {
-        format!(
+    pub(super) fn renew(&self) -> Sql {
+        let text = format!(
             "UPDATE {}.leases SET expires = clock_timestamp() + $3::bigint * interval '1 millisecond' \
-             WHERE name = $1 AND owner = $2 AND expires > clock_timestamp()",
+             WHERE name = $1 AND owner = $2 AND expires > clock_timestamp() RETURNING 1",
             self.quoted()
-        )
+        );
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT, Type::INT8],
+        }
     }
 
     /// Extends a live lease (not a queue entry) of `$2` on the lock `$1` of
     /// another kind to `$3` ms from now.
-    pub(super) fn renew_holder(&self) -> String {
-        format!(
+    pub(super) fn renew_holder(&self) -> Sql {
+        let text = format!(
             "UPDATE {}.holders SET expires = clock_timestamp() + $3::bigint * interval '1 millisecond' \
-             WHERE name = $1 AND owner = $2 AND token > 0 AND expires > clock_timestamp()",
+             WHERE name = $1 AND owner = $2 AND token > 0 AND expires > clock_timestamp() \
+             RETURNING 1",
             self.quoted()
-        )
+        );
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT, Type::INT8],
+        }
     }
 
     /// `SELECT <schema>.release($1, $2)`.
-    pub(super) fn release(&self) -> String {
-        format!("SELECT {}.release($1, $2)", self.quoted())
+    pub(super) fn release(&self) -> Sql {
+        let text = format!("SELECT {}.release($1, $2)", self.quoted());
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT],
+        }
     }
 
     /// The live holders and queue entries of the plain lock `$1` and of
     /// the locks `$2` (the key's other kinds): mode (`x` for the plain
     /// lock), owner, token (0 for a queue entry), ms left, ms since taken,
     /// segment, size.
-    pub(super) fn inspect(&self) -> String {
-        format!(
+    pub(super) fn inspect(&self) -> Sql {
+        let text = format!(
             "SELECT 'x', owner, token, {s}.ms(expires - clock_timestamp()), \
              floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint, 0, 0 \
              FROM {s}.leases WHERE name = $1 AND expires > clock_timestamp() \
@@ -479,13 +545,17 @@ $$;
              floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint, place, size \
              FROM {s}.holders WHERE name = ANY($2) AND expires > clock_timestamp()",
             s = self.quoted()
-        )
+        );
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT_ARRAY],
+        }
     }
 
     /// The names of live locks (of every kind) that start with `$3`, in
     /// order, after `$1`, at most `$2`.
-    pub(super) fn held(&self) -> String {
-        format!(
+    pub(super) fn held(&self) -> Sql {
+        let text = format!(
             "SELECT name FROM {s}.leases WHERE expires > clock_timestamp() AND name > $1 \
              AND starts_with(name, $3) \
              UNION \
@@ -493,12 +563,20 @@ $$;
              AND name > $1 AND starts_with(name, $3) \
              ORDER BY name LIMIT $2",
             s = self.quoted()
-        )
+        );
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::INT8, Type::TEXT],
+        }
     }
 
     /// `SELECT <schema>.force_release($1, $2)`.
-    pub(super) fn force_release(&self) -> String {
-        format!("SELECT {}.force_release($1, $2)", self.quoted())
+    pub(super) fn force_release(&self) -> Sql {
+        let text = format!("SELECT {}.force_release($1, $2)", self.quoted());
+        Sql {
+            text,
+            types: &[Type::TEXT, Type::TEXT_ARRAY],
+        }
     }
 
     /// `LISTEN` on the namespace's channel.
