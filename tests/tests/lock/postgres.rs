@@ -174,6 +174,48 @@ async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     }
     assert!(!one.inspect("order:9").await.unwrap().is_held());
 
+    // Rows that ended long ago on names nobody locks again are swept, by
+    // the role itself (each Locker runs the sweep once a minute).
+    admin
+        .batch_execute(
+            "INSERT INTO lock.leases VALUES ('old', 'o', 1, now() - interval '2 minutes', now());
+             INSERT INTO lock.holders VALUES ('old', 'o', 'r', 2, now() - interval '2 minutes',
+                                              now(), 0, 0, 0);
+             UPDATE lock.gone SET until = now() - interval '1 second'",
+        )
+        .await
+        .unwrap();
+    let (role, connection) = tokio_postgres::connect(
+        &format!(
+            "host=127.0.0.1 port={} user=locker dbname=postgres",
+            server.port()
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let swept: i64 = role
+        .query_one("SELECT lock.sweep()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        swept >= 4,
+        "two old rows and the buried owner values: {swept}"
+    );
+    let left: i64 = role
+        .query_one(
+            "SELECT (SELECT count(*) FROM lock.leases WHERE name = 'old')
+                  + (SELECT count(*) FROM lock.holders WHERE name = 'old')
+                  + (SELECT count(*) FROM lock.gone)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+
     // A role without the grants is told at connect, with what to do.
     let err = Locker::connect(&as_role("stranger")).await.unwrap_err();
     assert!(matches!(err, LockError::PermissionDenied { .. }), "{err}");
@@ -380,7 +422,7 @@ async fn terminated_connections_are_made_again() {
 /// its lease ends within that interval, and it does poll meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_pgbouncer_without_a_listen_url_waiters_poll() {
-    let bouncer = PgBouncer::start();
+    let mut bouncer = PgBouncer::start();
     let url = bouncer.postgres_url();
     let holder = Locker::connect(&url).await.unwrap();
     let backend = PostgresBackend::connect(&url, "lock", Duration::from_secs(2))
@@ -400,4 +442,21 @@ async fn through_pgbouncer_without_a_listen_url_waiters_poll() {
     let bound = PostgresBackend::POLL_INTERVAL + Duration::from_millis(750);
     assert!(waited <= bound, "took {waited:?} after the release");
     next.release().await.unwrap();
+
+    // A pooler passes no startup option: a role whose transactions read
+    // repeatable read is refused, with what to set, not served wrongly.
+    let admin = bouncer.postgres.client().await;
+    admin
+        .batch_execute("ALTER ROLE postgres SET default_transaction_isolation = 'repeatable read'")
+        .await
+        .unwrap();
+    // New server sessions read the role's settings.
+    bouncer.restart();
+    let late = Locker::builder()
+        .wait(Duration::from_secs(5))
+        .postgres(&url)
+        .await
+        .unwrap();
+    let err = late.lock("order:12").await.unwrap_err();
+    assert!(error_chain(&err).contains("ALTER ROLE"), "{err}");
 }

@@ -12,7 +12,7 @@ use super::errors::bounded;
 use super::listen::Listener;
 use super::poll::Poll;
 use super::schema::{FORMAT, Schema};
-use super::{PostgresBackend, Statements, Wakeups, checkout, column};
+use super::{Connections, PostgresBackend, Statements, Wakeups, checkout, column};
 use crate::store_error::{Refusal, StoreError};
 
 /// Connections in the pool: lock statements are short.
@@ -144,14 +144,20 @@ impl PostgresBackend {
         if let Wakeups::Notified(listener) = &wakeups {
             listener.started(timeout).await?;
         }
-        Ok(PostgresBackend {
+        let connections = Connections {
             pool,
-            statements: Statements::of(&schema),
+            timeout,
+            pooled: settings.pooled,
+        };
+        let statements = Statements::of(&schema);
+        let sweep = super::sweep::start(connections.clone(), schema.sweep());
+        Ok(PostgresBackend {
+            connections,
+            statements,
             schema,
             wakeups,
-            pooled: settings.pooled,
-            timeout,
             description,
+            _sweep: sweep,
         })
     }
 

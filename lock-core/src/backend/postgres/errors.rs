@@ -54,6 +54,9 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
     };
     match refusal {
         Some((refusal, what)) => StoreError::refused(refusal, Refused { what, source: err }),
+        // The schema's functions refuse an isolation level other than read
+        // committed, saying what to set: no retry changes it.
+        None if err.code().is_some_and(|code| code.code() == "LK001") => StoreError::permanent(err),
         None => {
             // A statement the server answered with an error was not
             // applied; one cut off on the way may have been.

@@ -12,6 +12,7 @@ mod errors;
 mod listen;
 mod poll;
 mod schema;
+mod sweep;
 
 use std::time::Duration;
 
@@ -56,14 +57,48 @@ use crate::token::FencingToken;
 /// `listen_url` the URL names, else by polling every
 /// [`POLL_INTERVAL`](Self::POLL_INTERVAL).
 pub struct PostgresBackend {
-    pool: Pool,
+    connections: Connections,
     schema: Schema,
     wakeups: Wakeups,
-    /// Behind a transaction pooler: no statement is prepared.
-    pooled: bool,
-    timeout: Duration,
     description: String,
     statements: Statements,
+    /// Ends the sweep with the backend.
+    _sweep: sweep::Sweep,
+}
+
+/// The pool, and how statements go over it.
+#[derive(Clone)]
+struct Connections {
+    pool: Pool,
+    timeout: Duration,
+    /// Behind a transaction pooler: no statement is prepared.
+    pooled: bool,
+}
+
+impl Connections {
+    /// Runs `sql` with `params` on a pooled connection, prepared once per
+    /// connection, or unprepared behind a transaction pooler (where the next
+    /// transaction may run on another server connection, without the
+    /// prepared statement); `writes` as in [`bounded`].
+    async fn query(
+        &self,
+        sql: &Sql,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        writes: bool,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = checkout(&self.pool, self.timeout).await?;
+        if self.pooled {
+            let typed: Vec<_> = params
+                .iter()
+                .copied()
+                .zip(sql.types.iter().cloned())
+                .collect();
+            return bounded(self.timeout, writes, client.query_typed(&sql.text, &typed)).await;
+        }
+        let prepare = client.prepare_typed_cached(&sql.text, sql.types);
+        let statement = bounded(self.timeout, false, prepare).await?;
+        bounded(self.timeout, writes, client.query(&statement, params)).await
+    }
 }
 
 /// What wakes waiters: releases told by `NOTIFY`, or a poll.
@@ -142,28 +177,14 @@ impl PostgresBackend {
     /// of releases (behind a transaction pooler without a `listen_url`).
     pub const POLL_INTERVAL: Duration = poll::INTERVAL;
 
-    /// Runs `sql` with `params` on a pooled connection, prepared once per
-    /// connection, or unprepared behind a transaction pooler (where the next
-    /// transaction may run on another server connection, without the
-    /// prepared statement); `writes` as in [`bounded`].
+    /// [`Connections::query`].
     async fn query(
         &self,
         sql: &Sql,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         writes: bool,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let client = checkout(&self.pool, self.timeout).await?;
-        if self.pooled {
-            let typed: Vec<_> = params
-                .iter()
-                .copied()
-                .zip(sql.types.iter().cloned())
-                .collect();
-            return bounded(self.timeout, writes, client.query_typed(&sql.text, &typed)).await;
-        }
-        let prepare = client.prepare_typed_cached(&sql.text, sql.types);
-        let statement = bounded(self.timeout, false, prepare).await?;
-        bounded(self.timeout, writes, client.query(&statement, params)).await
+        self.connections.query(sql, params, writes).await
     }
 
     /// The schema's name (the namespace).

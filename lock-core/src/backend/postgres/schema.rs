@@ -127,9 +127,50 @@ CREATE TABLE IF NOT EXISTS {s}.gone (
 CREATE INDEX IF NOT EXISTS gone_until ON {s}.gone (until);
 CREATE OR REPLACE FUNCTION {s}.bury(p_owner text) RETURNS void
 LANGUAGE sql AS $$
-    DELETE FROM {s}.gone g WHERE g.until < clock_timestamp();
     INSERT INTO {s}.gone (owner, until) VALUES (p_owner, clock_timestamp() + interval '3 minutes')
     ON CONFLICT (owner) DO NOTHING;
+$$;
+-- Every function decides on what it reads after waiting for its lock,
+-- which only read committed shows it (a pooler passes no startup option
+-- that would set it).
+CREATE OR REPLACE FUNCTION {s}.read_committed() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = 'LK001', MESSAGE = format(
+            'the lock functions need read committed, not %s: ALTER ROLE %I SET '
+            'default_transaction_isolation = ''read committed''',
+            current_setting('transaction_isolation'), current_user);
+    END IF;
+END
+$$;
+-- Removes rows that ended a minute ago or more and that no later request
+-- on their name removed (a key nobody locks again), skipping any that a
+-- transaction holds; each Locker runs it about once a minute.
+CREATE OR REPLACE FUNCTION {s}.sweep() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_swept bigint := 0;
+    v_n bigint;
+BEGIN
+    DELETE FROM {s}.leases WHERE ctid IN (
+        SELECT l.ctid FROM {s}.leases l
+         WHERE l.expires < clock_timestamp() - interval '1 minute'
+         LIMIT 1000 FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_swept := v_swept + v_n;
+    DELETE FROM {s}.holders WHERE ctid IN (
+        SELECT h.ctid FROM {s}.holders h
+         WHERE h.expires < clock_timestamp() - interval '1 minute'
+         LIMIT 1000 FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_swept := v_swept + v_n;
+    DELETE FROM {s}.gone WHERE ctid IN (
+        SELECT g.ctid FROM {s}.gone g WHERE g.until < clock_timestamp()
+         LIMIT 1000 FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_swept + v_n;
+END
 $$;
 CREATE TABLE IF NOT EXISTS {s}.leases (
     name text PRIMARY KEY,
@@ -150,6 +191,10 @@ DECLARE
     v_expires timestamptz;
     v_waited boolean;
 BEGIN
+    PERFORM {s}.read_committed();
+    -- One request at a time per lock, a release included: a release that
+    -- buries an owner value cannot pass an acquire with it unseen.
+    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     IF EXISTS (SELECT 1 FROM {s}.gone g WHERE g.owner = p_owner) THEN
         remaining_ms := 0;
         RETURN;
@@ -205,6 +250,8 @@ DECLARE
     v_live boolean;
     v_waited boolean;
 BEGIN
+    PERFORM {s}.read_committed();
+    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     DELETE FROM {s}.leases l WHERE l.name = p_name AND l.owner = p_owner
     RETURNING l.expires > clock_timestamp(), l.waited INTO v_live, v_waited;
     IF NOT coalesce(v_live, false) THEN
@@ -253,6 +300,7 @@ DECLARE
     v_least integer;
     v_most integer;
 BEGIN
+    PERFORM {s}.read_committed();
     -- One request at a time per lock: each decides on all of its rows.
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     v_now := clock_timestamp();
@@ -365,6 +413,7 @@ DECLARE
     v_next text;
     v_holders boolean;
 BEGIN
+    PERFORM {s}.read_committed();
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     v_now := clock_timestamp();
     DELETE FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner
@@ -458,9 +507,12 @@ $$;
              GRANT SELECT ON {s}.format TO {role};\n\
              GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.holders, {s}.gone TO {role};\n\
              GRANT USAGE ON SEQUENCE {s}.tokens TO {role};\n\
-             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.bury(text), {s}.acquire(text, text, bigint), \
+             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.bury(text), {s}.read_committed(), \
+             {s}.sweep(), {s}.acquire(text, text, bigint), \
              {s}.release(text, text), {s}.take(text, text, text, integer, bigint), \
-             {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n"
+             {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n\
+             -- Behind a transaction pooler, the role's sessions must read committed:\n\
+             -- ALTER ROLE {role} SET default_transaction_isolation = 'read committed';\n"
         )
     }
 
@@ -556,18 +608,24 @@ $$;
     /// order, after `$1`, at most `$2`.
     pub(super) fn held(&self) -> Sql {
         let text = format!(
-            "SELECT name FROM {s}.leases WHERE expires > clock_timestamp() AND name > $1 \
-             AND starts_with(name, $3) \
+            "SELECT name COLLATE \"C\" FROM {s}.leases WHERE expires > clock_timestamp() \
+             AND name COLLATE \"C\" > $1 AND starts_with(name, $3) \
              UNION \
-             SELECT name FROM {s}.holders WHERE token > 0 AND expires > clock_timestamp() \
-             AND name > $1 AND starts_with(name, $3) \
-             ORDER BY name LIMIT $2",
+             SELECT name COLLATE \"C\" FROM {s}.holders WHERE expires > clock_timestamp() \
+             AND name COLLATE \"C\" > $1 AND starts_with(name, $3) \
+             ORDER BY 1 LIMIT $2",
             s = self.quoted()
         );
         Sql {
             text,
             types: &[Type::TEXT, Type::INT8, Type::TEXT],
         }
+    }
+
+    /// `SELECT <schema>.sweep()`.
+    pub(super) fn sweep(&self) -> Sql {
+        let text = format!("SELECT {}.sweep()", self.quoted());
+        Sql { text, types: &[] }
     }
 
     /// `SELECT <schema>.force_release($1, $2)`.
