@@ -40,7 +40,8 @@ impl LockerBuilder {
         }
     }
 
-    /// Checks the certificate of a `rediss://` server against these root
+    /// Checks the certificate of a `rediss://` server, or of a PostgreSQL
+    /// server reached with `sslmode=require`, against these root
     /// certificates (PEM, one or more) instead of the system's: for a
     /// private certificate authority (feature `tls`).
     ///

@@ -170,7 +170,10 @@ impl LockerBuilder {
     /// (`postgres://[user[:password]@]host[:port]/database`): leases are rows
     /// of a table in a schema named after the namespace, made on first
     /// connect (see [`PostgresBackend`](crate::backend::PostgresBackend)).
-    /// Keeps the plain lock and the multi-lock over it.
+    /// Keeps every kind of lock. With `sslmode=require` in the URL it
+    /// connects over TLS (feature `tls`), checking the server's certificate
+    /// against the system's roots or those of
+    /// [`tls_root_certificates`](Self::tls_root_certificates).
     ///
     /// Errors as [`redis`](Self::redis): a wrong password is
     /// [`AuthenticationFailed`](LockError::AuthenticationFailed), a missing
@@ -189,13 +192,22 @@ impl LockerBuilder {
     /// ```
     #[cfg(feature = "postgres")]
     pub async fn postgres(self, url: &str) -> Result<Locker, LockError> {
+        #[cfg(feature = "tls")]
+        let tls_roots = self.tls_roots.clone();
         let config = self.validated()?;
         let longest = PostgresBackend::MAX_NAMESPACE_LEN;
         if config.namespace.len() > longest {
             let why = format!("PostgreSQL keeps schema names of at most {longest} bytes");
             return Err(LockError::invalid_config("namespace", why));
         }
-        let connect = PostgresBackend::connect(url, &config.namespace, config.timeout).await;
+        let (namespace, timeout) = (&config.namespace, config.timeout);
+        #[cfg(feature = "tls")]
+        let connect = match &tls_roots {
+            Some(roots) => PostgresBackend::connect_tls(url, namespace, timeout, roots).await,
+            None => PostgresBackend::connect(url, namespace, timeout).await,
+        };
+        #[cfg(not(feature = "tls"))]
+        let connect = PostgresBackend::connect(url, namespace, timeout).await;
         Self::checked(connect, config).await
     }
 

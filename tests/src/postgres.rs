@@ -14,6 +14,8 @@ pub struct PostgresServer {
     bin: PathBuf,
     dir: TempDir,
     as_postgres: bool,
+    /// Whether it also takes TLS connections (`ssl = on`).
+    tls: bool,
 }
 
 fn bin_dir() -> PathBuf {
@@ -49,11 +51,29 @@ fn is_root() -> bool {
 impl PostgresServer {
     /// Creates and starts a cluster with trust auth for user `postgres`.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// [`start`](Self::start), also taking TLS connections with a
+    /// certificate for 127.0.0.1 from a certificate authority made for it
+    /// ([`ca_certificate`](Self::ca_certificate)).
+    pub fn start_tls() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("lock-testkit-pg-")
             .tempdir()
             .expect("temp dir");
+        if tls {
+            crate::server::make_certificates(dir.path());
+            // The server refuses a key others can read.
+            let key = dir.path().join("server.key");
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(&key, mode).expect("chmod server.key");
+        }
         // initdb refuses to run as root: run the server as `postgres`.
         let as_postgres = is_root();
         if as_postgres {
@@ -69,6 +89,7 @@ impl PostgresServer {
             bin,
             dir,
             as_postgres,
+            tls,
         };
         server.run(
             "initdb",
@@ -117,11 +138,17 @@ impl PostgresServer {
     }
 
     fn try_start(&self) -> bool {
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off",
             self.port,
             self.dir.path().display()
         );
+        if self.tls {
+            let dir = self.dir.path().display();
+            options += &format!(
+                " -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key"
+            );
+        }
         let log = self.dir.path().join("server.log");
         self.command("pg_ctl")
             .arg("-D")
@@ -142,6 +169,18 @@ impl PostgresServer {
     /// A `postgres://` URL of database `postgres`, as user `postgres`.
     pub fn postgres_url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// [`postgres_url`](Self::postgres_url) that asks for TLS
+    /// (`sslmode=require`).
+    pub fn postgres_tls_url(&self) -> String {
+        format!("{}?sslmode=require", self.postgres_url())
+    }
+
+    /// The PEM certificate of the authority that signed the server's TLS
+    /// certificate ([`start_tls`](Self::start_tls)).
+    pub fn ca_certificate(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("ca.crt")).expect("ca.crt")
     }
 
     /// A tokio-postgres connection string for database `postgres`.

@@ -93,7 +93,7 @@ pub(crate) fn free_port() -> u16 {
 
 /// Writes `ca.crt` and `server.crt`/`server.key` (for 127.0.0.1, signed by
 /// the CA) into `dir`, with the `openssl` command.
-fn make_certificates(dir: &std::path::Path) {
+pub(crate) fn make_certificates(dir: &std::path::Path) {
     if dir.join("server.crt").exists() {
         return;
     }

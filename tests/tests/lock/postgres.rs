@@ -460,3 +460,43 @@ async fn through_pgbouncer_without_a_listen_url_waiters_poll() {
     let err = late.lock("order:12").await.unwrap_err();
     assert!(error_chain(&err).contains("ALTER ROLE"), "{err}");
 }
+
+/// `sslmode=require` in the URL connects over TLS (feature `tls`),
+/// checking the server's certificate: against the roots given, every
+/// connection of the Locker is encrypted; against the system's, a private
+/// authority's certificate is refused at connect, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslmode_require_connects_over_tls_and_checks_the_certificate() {
+    let server = PostgresServer::start_tls();
+    let url = server.postgres_tls_url();
+    let locker = Locker::builder()
+        .tls_root_certificates(server.ca_certificate())
+        .postgres(&url)
+        .await
+        .expect("trusting the server's authority");
+    locker
+        .lock("order:13")
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let admin = server.client().await;
+    let (encrypted, plain): (i64, i64) = {
+        let row = admin
+            .query_one(
+                "SELECT count(*) FILTER (WHERE s.ssl), count(*) FILTER (WHERE NOT s.ssl)
+                   FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                  WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert!(encrypted >= 2, "the pool and LISTEN over TLS ({encrypted})");
+    assert_eq!(plain, 0, "a Locker connection without TLS");
+
+    let err = Locker::connect(&url).await.unwrap_err();
+    assert!(matches!(err, LockError::TlsRejected { .. }), "{err}");
+}

@@ -12,6 +12,7 @@ use super::errors::bounded;
 use super::listen::Listener;
 use super::poll::Poll;
 use super::schema::{FORMAT, Schema};
+use super::transport::Transport;
 use super::{Connections, PostgresBackend, Statements, Wakeups, checkout, column};
 use crate::store_error::{Refusal, StoreError};
 
@@ -54,16 +55,40 @@ impl PostgresBackend {
         namespace: &str,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
+        Self::connect_with(url, namespace, timeout, None).await
+    }
+
+    /// [`connect`](Self::connect), trusting the PEM certificates `roots`
+    /// (feature `tls`) for a URL with `sslmode=require`, instead of the
+    /// system's roots.
+    #[cfg(feature = "tls")]
+    pub async fn connect_tls(
+        url: &str,
+        namespace: &str,
+        timeout: Duration,
+        roots: &[u8],
+    ) -> Result<Self, StoreError> {
+        Self::connect_with(url, namespace, timeout, Some(roots)).await
+    }
+
+    async fn connect_with(
+        url: &str,
+        namespace: &str,
+        timeout: Duration,
+        roots: Option<&[u8]>,
+    ) -> Result<Self, StoreError> {
         let settings = Settings::of(url, timeout)?;
         let config = settings.config;
         let schema = Schema::of(namespace)?;
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let transport = Transport::of(&config, roots)?;
+        let recycling = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match transport.clone() {
+            Transport::Plain => Manager::from_config(config.clone(), NoTls, recycling),
+            #[cfg(feature = "tls")]
+            Transport::Tls(tls) => Manager::from_config(config.clone(), tls, recycling),
+        };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
@@ -137,8 +162,13 @@ impl PostgresBackend {
             schema.name
         );
         let wakeups = match (settings.listen, settings.pooled) {
-            (Some(direct), _) => Wakeups::Notified(Listener::start(direct, &schema, timeout)),
-            (None, false) => Wakeups::Notified(Listener::start(config, &schema, timeout)),
+            (Some(direct), _) => {
+                let transport = Transport::of(&direct, roots)?;
+                Wakeups::Notified(Listener::start(direct, transport, &schema, timeout))
+            }
+            (None, false) => {
+                Wakeups::Notified(Listener::start(config, transport, &schema, timeout))
+            }
             (None, true) => Wakeups::Polled(Poll::start()),
         };
         if let Wakeups::Notified(listener) = &wakeups {

@@ -41,6 +41,11 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
             Refusal::PermissionDenied,
             "the role lacks a right the lock needs; grant what `lockctl schema` prints",
         )),
+        _ if tls_failed(&err) => Some((
+            Refusal::TlsRejected,
+            "the server's TLS certificate does not check out against the trusted roots; \
+             give its authority to `tls_root_certificates`",
+        )),
         // tokio-postgres says so only in the error's cause.
         _ if std::error::Error::source(&err)
             .is_some_and(|cause| cause.to_string().contains("password missing")) =>
@@ -64,6 +69,29 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
             StoreError::new(err, writes && !answered)
         }
     }
+}
+
+/// Whether rustls turned the server down (its certificate, or the
+/// handshake); an I/O error's own source skips the error it wraps, so
+/// look inside those too.
+#[cfg(feature = "tls")]
+fn tls_failed(err: &Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(error) = cause {
+        let inner = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref);
+        if error.is::<rustls::Error>() || inner.is_some_and(|e| e.is::<rustls::Error>()) {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_failed(_: &Error) -> bool {
+    false
 }
 
 /// A refusal, with what to change; the server's words are its source.

@@ -14,9 +14,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{AsyncMessage, Config, NoTls, Socket};
 
 use super::schema::Schema;
+use super::transport::Transport;
 use crate::backend::ReleaseSignal;
 use crate::store_error::StoreError;
 
@@ -84,18 +86,27 @@ impl Shared {
 
 impl Listener {
     /// Starts listening on `schema`'s channel over a connection of its own.
-    pub(super) fn start(config: Config, schema: &Schema, timeout: Duration) -> Self {
+    pub(super) fn start(
+        config: Config,
+        transport: Transport,
+        schema: &Schema,
+        timeout: Duration,
+    ) -> Self {
         let shared = Arc::new(Shared {
             up: AtomicBool::new(false),
             listening: tokio::sync::Notify::new(),
             routes: Mutex::new(HashMap::new()),
         });
-        let task = tokio::spawn(listen(
-            config,
-            schema.listen(),
-            timeout,
-            Arc::clone(&shared),
-        ));
+        let (listen_sql, shared_task) = (schema.listen(), Arc::clone(&shared));
+        let task = match transport {
+            Transport::Plain => {
+                tokio::spawn(listen(config, NoTls, listen_sql, timeout, shared_task))
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls(tls) => {
+                tokio::spawn(listen(config, tls, listen_sql, timeout, shared_task))
+            }
+        };
         Listener { shared, task }
     }
 
@@ -142,13 +153,20 @@ impl Drop for Listener {
     }
 }
 
-/// Keeps one connection listening, making it again when it breaks.
-async fn listen(config: Config, listen: String, timeout: Duration, shared: Arc<Shared>) {
+/// Keeps one connection listening over `tls`, making it again when it
+/// breaks.
+async fn listen<T>(config: Config, tls: T, listen: String, timeout: Duration, shared: Arc<Shared>)
+where
+    T: MakeTlsConnect<Socket> + Clone,
+    T::Stream: Send,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
     const FIRST_PAUSE: Duration = Duration::from_millis(100);
     let mut pause = FIRST_PAUSE;
     loop {
         if let Ok(Ok((client, mut connection))) =
-            tokio::time::timeout(timeout, config.connect(NoTls)).await
+            tokio::time::timeout(timeout, config.connect(tls.clone())).await
         {
             let mut asked = std::pin::pin!(client.batch_execute(&listen));
             let mut listening = false;

@@ -13,6 +13,7 @@ mod listen;
 mod poll;
 mod schema;
 mod sweep;
+mod transport;
 
 use std::time::Duration;
 
