@@ -11,14 +11,16 @@
 //!
 //! `cargo run --release -p lock-bench --example stores`
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::Locker;
 use lock_testkit::{EtcdServer, LOCK_CLIENT_COMMANDS, RedisServer, ZooKeeperServer, command_calls};
 
+#[path = "shared/workloads.rs"]
+mod workloads;
+use workloads::{Run, handoffs, median, p50, run};
+
 const ROUNDS: usize = 3;
-const WINDOW: Duration = Duration::from_secs(2);
 
 /// A store under test: its Locker, and how to count its requests and time
 /// one write round trip.
@@ -141,11 +143,6 @@ impl Store {
     }
 }
 
-fn p50(times: &mut [Duration]) -> f64 {
-    times.sort();
-    times[times.len() / 2].as_secs_f64() * 1e6
-}
-
 /// One workload's figures in one round.
 struct Measured {
     rate: f64,
@@ -155,79 +152,16 @@ struct Measured {
     handoff_p50_us: Option<f64>,
 }
 
-/// U1: one task locks and releases distinct keys for `WINDOW`.
-async fn u1(locker: &Locker, round: usize) -> (u64, Vec<Duration>, Vec<(Instant, Instant)>) {
-    let started = Instant::now();
-    let mut times = Vec::new();
-    while started.elapsed() < WINDOW {
-        let key = format!("u1:{round}:{}", times.len());
-        let sent = Instant::now();
-        let guard = locker.lock(key).await.expect("acquire");
-        times.push(sent.elapsed());
-        guard.release().await.expect("release");
-    }
-    (times.len() as u64, times, Vec::new())
-}
-
-/// C8 (`tasks` 8, for `WINDOW`, 1 ms outside) or W1000 (`tasks` 1000,
-/// once each): every acquisition's wait, and (acquired, released) pairs.
-async fn contend(
-    locker: &Locker,
-    key: String,
-    tasks: usize,
-    once: bool,
-) -> (u64, Vec<Duration>, Vec<(Instant, Instant)>) {
-    let started = Instant::now();
-    let record = Arc::new(Mutex::new((Vec::new(), Vec::new())));
-    let workers: Vec<_> = (0..tasks)
-        .map(|_| {
-            let (locker, key, record) = (locker.clone(), key.clone(), record.clone());
-            tokio::spawn(async move {
-                loop {
-                    let sent = Instant::now();
-                    let guard = locker.lock(&key).await.expect("acquire");
-                    let acquired = Instant::now();
-                    guard.release().await.expect("release");
-                    let released = Instant::now();
-                    {
-                        let mut record = record.lock().unwrap();
-                        record.0.push(acquired - sent);
-                        record.1.push((acquired, released));
-                    }
-                    if once || started.elapsed() >= WINDOW {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await.expect("worker");
-    }
-    let (waits, spans) = std::mem::take(&mut *record.lock().unwrap());
-    (waits.len() as u64, waits, spans)
-}
-
-/// From each release to the next acquisition, in acquisition order.
-fn handoffs(mut spans: Vec<(Instant, Instant)>) -> Vec<Duration> {
-    spans.sort_by_key(|(acquired, _)| *acquired);
-    spans
-        .windows(2)
-        .map(|pair| pair[1].0.saturating_duration_since(pair[0].1))
-        .collect()
-}
-
 async fn measure(store: &Store, workload: &str, round: usize) -> Measured {
     let locker = store.locker();
     let before = store.requests().await;
     let cpu = store.cpu_ns();
     let started = Instant::now();
-    let (done, mut waits, spans) = match workload {
-        "U1" => u1(locker, round).await,
-        "C8" => contend(locker, format!("c8:{round}"), 8, false).await,
-        _ => contend(locker, format!("w1000:{round}"), 1000, true).await,
-    };
+    let Run {
+        done,
+        mut waits,
+        spans,
+    } = run(locker, workload, round).await;
     let elapsed = started.elapsed();
     let server_cpu_us = (store.cpu_ns() - cpu) as f64 / 1000.0 / done as f64;
     let requests = (store.requests().await - before) as f64 / done as f64;
@@ -239,11 +173,6 @@ async fn measure(store: &Store, workload: &str, round: usize) -> Measured {
         server_cpu_us,
         handoff_p50_us: (workload == "C8").then(|| p50(&mut handoffs)),
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,8 @@ pub struct PostgresServer {
     as_postgres: bool,
     /// Whether it also takes TLS connections (`ssl = on`).
     tls: bool,
+    /// More `-c name=value` settings of the server.
+    settings: Vec<String>,
 }
 
 fn bin_dir() -> PathBuf {
@@ -51,17 +53,23 @@ fn is_root() -> bool {
 impl PostgresServer {
     /// Creates and starts a cluster with trust auth for user `postgres`.
     pub fn start() -> Self {
-        Self::start_with(false)
+        Self::start_with(false, &[])
+    }
+
+    /// [`start`](Self::start) with more server settings (`name=value`,
+    /// as `postgres -c` takes them).
+    pub fn start_with_settings(settings: &[&str]) -> Self {
+        Self::start_with(false, settings)
     }
 
     /// [`start`](Self::start), also taking TLS connections with a
     /// certificate for 127.0.0.1 from a certificate authority made for it
     /// ([`ca_certificate`](Self::ca_certificate)).
     pub fn start_tls() -> Self {
-        Self::start_with(true)
+        Self::start_with(true, &[])
     }
 
-    fn start_with(tls: bool) -> Self {
+    fn start_with(tls: bool, settings: &[&str]) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("lock-testkit-pg-")
@@ -90,6 +98,7 @@ impl PostgresServer {
             dir,
             as_postgres,
             tls,
+            settings: settings.iter().map(|s| (*s).to_owned()).collect(),
         };
         server.run(
             "initdb",
@@ -143,6 +152,9 @@ impl PostgresServer {
             self.port,
             self.dir.path().display()
         );
+        for setting in &self.settings {
+            options += &format!(" -c {setting}");
+        }
         if self.tls {
             let dir = self.dir.path().display();
             options += &format!(
@@ -255,6 +267,27 @@ impl PostgresServer {
             );
             tokio::task::yield_now().await;
         }
+    }
+
+    /// The server's processes: the postmaster and every process it started
+    /// (client backends, the writers), for their CPU time.
+    pub fn pids(&self) -> Vec<u32> {
+        let postmaster = std::fs::read_to_string(self.data().join("postmaster.pid"))
+            .ok()
+            .and_then(|pid| pid.lines().next()?.trim().parse::<u32>().ok());
+        let Some(postmaster) = postmaster else {
+            return Vec::new();
+        };
+        let children = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+        let children = children.filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The fields after the command, which is in parentheses.
+            let fields = stat.rsplit_once(')')?.1;
+            let parent: u32 = fields.split_whitespace().nth(1)?.parse().ok()?;
+            (parent == postmaster).then_some(pid)
+        });
+        std::iter::once(postmaster).chain(children).collect()
     }
 
     /// The directory of the cluster.

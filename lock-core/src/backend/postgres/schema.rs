@@ -180,65 +180,57 @@ CREATE TABLE IF NOT EXISTS {s}.leases (
     taken timestamptz NOT NULL,
     waited boolean NOT NULL DEFAULT false
 );
--- Takes the lease of `p_name` for `p_owner`: a new one (a token drawn
--- after the row is locked, so tokens rise in grant order), its own again
+-- Takes the lease of `p_name` for `p_owner`: a new one, its own again
 -- (same token, ttl from now), or none: `remaining_ms` of the holder's.
+-- Every grant of a name happens under the name's transaction lock, held
+-- to the commit, so a later grant draws a later token.
 CREATE OR REPLACE FUNCTION {s}.acquire(p_name text, p_owner text, p_ttl_ms bigint,
     OUT token bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz;
+    v_owner text;
     v_expires timestamptz;
     v_waited boolean;
 BEGIN
-    PERFORM {s}.read_committed();
-    -- One request at a time per lock, a release included: a release that
-    -- buries an owner value cannot pass an acquire with it unseen.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM {s}.read_committed();
+    END IF;
+    -- One request at a time per lock: a release that buries an owner value
+    -- waits for an acquire with it that is under way (see release).
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     IF EXISTS (SELECT 1 FROM {s}.gone g WHERE g.owner = p_owner) THEN
         remaining_ms := 0;
         RETURN;
     END IF;
-    LOOP
-        -- The row lock a checked-in transaction's FOR KEY SHARE holds off:
-        -- no takeover while one is open. Renewals need only a weaker lock.
-        PERFORM 1 FROM {s}.leases l WHERE l.name = p_name FOR UPDATE;
-        v_now := clock_timestamp();
-        UPDATE {s}.leases l
-           SET token = CASE WHEN l.owner = p_owner AND l.expires > v_now
-                            THEN l.token ELSE nextval('{s}.tokens') END,
-               taken = CASE WHEN l.owner = p_owner AND l.expires > v_now
-                            THEN l.taken ELSE v_now END,
-               waited = l.waited AND l.owner = p_owner AND l.expires > v_now,
-               owner = p_owner,
-               expires = v_now + p_ttl_ms * interval '1 millisecond'
-         WHERE l.name = p_name AND (l.expires <= v_now OR l.owner = p_owner)
-        RETURNING l.token INTO token;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        SELECT l.expires, l.waited INTO v_expires, v_waited
-          FROM {s}.leases l WHERE l.name = p_name;
-        IF FOUND THEN
-            IF NOT v_waited THEN
-                UPDATE {s}.leases l SET waited = true WHERE l.name = p_name;
-            END IF;
-            remaining_ms := {s}.ms(v_expires - v_now);
-            RETURN;
-        END IF;
-        BEGIN
-            INSERT INTO {s}.leases (name, owner, token, expires, taken)
-            VALUES (p_name, p_owner, 0, v_now + p_ttl_ms * interval '1 millisecond', v_now);
-        EXCEPTION WHEN unique_violation THEN
-            -- Taken meanwhile: look again.
-            CONTINUE;
-        END;
-        -- The token is drawn once the row is ours: a grant that committed
-        -- before drew its token before, so tokens rise in grant order.
-        UPDATE {s}.leases l SET token = nextval('{s}.tokens')
-         WHERE l.name = p_name RETURNING l.token INTO token;
+    v_now := clock_timestamp();
+    INSERT INTO {s}.leases AS l (name, owner, token, expires, taken)
+    VALUES (p_name, p_owner, nextval('{s}.tokens'), v_now + p_ttl_ms * interval '1 millisecond',
+            v_now)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING l.token INTO token;
+    IF FOUND THEN
         RETURN;
-    END LOOP;
+    END IF;
+    -- The row lock a checked-in transaction's FOR KEY SHARE holds off: no
+    -- takeover while one is open. Renewals need only a weaker lock.
+    SELECT l.owner, l.expires, l.waited INTO v_owner, v_expires, v_waited
+      FROM {s}.leases l WHERE l.name = p_name FOR UPDATE;
+    v_now := clock_timestamp();
+    IF v_owner = p_owner AND v_expires > v_now THEN
+        UPDATE {s}.leases l SET expires = v_now + p_ttl_ms * interval '1 millisecond'
+         WHERE l.name = p_name RETURNING l.token INTO token;
+    ELSIF v_expires <= v_now THEN
+        UPDATE {s}.leases l
+           SET owner = p_owner, token = nextval('{s}.tokens'), taken = v_now, waited = false,
+               expires = v_now + p_ttl_ms * interval '1 millisecond'
+         WHERE l.name = p_name RETURNING l.token INTO token;
+    ELSE
+        IF NOT v_waited THEN
+            UPDATE {s}.leases l SET waited = true WHERE l.name = p_name;
+        END IF;
+        remaining_ms := {s}.ms(v_expires - v_now);
+    END IF;
 END
 $$;
 -- Ends `p_owner`'s lease of `p_name`; tells waiters if any found it held.
@@ -250,10 +242,19 @@ DECLARE
     v_live boolean;
     v_waited boolean;
 BEGIN
-    PERFORM {s}.read_committed();
-    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM {s}.read_committed();
+    END IF;
     DELETE FROM {s}.leases l WHERE l.name = p_name AND l.owner = p_owner
     RETURNING l.expires > clock_timestamp(), l.waited INTO v_live, v_waited;
+    IF v_live IS NULL THEN
+        -- Nothing to end: an acquire with this owner value may be under way
+        -- (its row not committed yet). Once it is done, look again, and
+        -- bury the value so that a later one takes nothing.
+        PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
+        DELETE FROM {s}.leases l WHERE l.name = p_name AND l.owner = p_owner
+        RETURNING l.expires > clock_timestamp(), l.waited INTO v_live, v_waited;
+    END IF;
     IF NOT coalesce(v_live, false) THEN
         PERFORM {s}.bury(p_owner);
         RETURN false;
@@ -300,7 +301,9 @@ DECLARE
     v_least integer;
     v_most integer;
 BEGIN
-    PERFORM {s}.read_committed();
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM {s}.read_committed();
+    END IF;
     -- One request at a time per lock: each decides on all of its rows.
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     v_now := clock_timestamp();
@@ -413,7 +416,9 @@ DECLARE
     v_next text;
     v_holders boolean;
 BEGIN
-    PERFORM {s}.read_committed();
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM {s}.read_committed();
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(p_name));
     v_now := clock_timestamp();
     DELETE FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner
