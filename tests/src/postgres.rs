@@ -235,6 +235,28 @@ impl PostgresServer {
         );
     }
 
+    /// Kills the server as a crash would (`pg_ctl stop -m immediate`: no
+    /// checkpoint, recovery from the WAL at the next start) and starts it
+    /// again on the same port.
+    pub fn crash_and_restart(&self) {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data().display().to_string(),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+        );
+        assert!(
+            self.try_start(),
+            "PostgreSQL did not start again on port {}",
+            self.port
+        );
+    }
+
     /// Makes `role` a superuser that must log in over TCP with `password`
     /// (scram-sha-256; every other role keeps trust), and waits until the
     /// server has read the new rule.

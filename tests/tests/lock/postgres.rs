@@ -245,7 +245,37 @@ async fn tokens_rise_across_a_restart_of_the_server() {
         .await
         .expect("a lock after the restart");
     assert!(after.token() > token, "{} after {token}", after.token());
+    let mut last = after.token();
     after.release().await.unwrap();
+
+    // And across a crash, on a server that commits synchronously (the
+    // kit's does not: its role is told to).
+    let admin = server.client().await;
+    admin
+        .batch_execute("ALTER ROLE postgres SET synchronous_commit = on")
+        .await
+        .unwrap();
+    let durable = Locker::builder()
+        .wait(Duration::from_secs(20))
+        .postgres(&server.postgres_url())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let guard = durable.lock("order:9").await.unwrap();
+        last = guard.token();
+        guard.release().await.unwrap();
+    }
+    server.crash_and_restart();
+    let recovered = durable
+        .lock("order:9")
+        .await
+        .expect("a lock after the crash");
+    assert!(
+        recovered.token() > last,
+        "{} after {last}",
+        recovered.token()
+    );
+    recovered.release().await.unwrap();
 }
 
 /// A transaction checked in under a lease commits its writes while the
@@ -254,7 +284,19 @@ async fn tokens_rise_across_a_restart_of_the_server() {
 /// check, so its write never commits; no token column is involved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
+    checked_in(LockKind::Exclusive).await;
+    // A lease of the other kinds (a row of `holders`) is checked in alike.
+    checked_in(LockKind::Write).await;
+}
+
+/// One lease of `kind` (the plain lock or a write lock) checked in to a
+/// transaction that outlives it.
+async fn checked_in(kind: LockKind) {
     let server = PostgresServer::start();
+    let request = move |locker: &Locker, key: &str| match kind {
+        LockKind::Write => locker.write_lock(key),
+        _ => locker.lock(key),
+    };
     let url = server.postgres_url();
     let ttl = Duration::from_millis(300);
     let holder = Locker::builder()
@@ -275,7 +317,7 @@ async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
         .unwrap();
     let mut db = server.client().await;
 
-    let guard = holder.lock("account:7").await.unwrap();
+    let guard = request(&holder, "account:7").await.unwrap();
     let transaction = db.transaction().await.unwrap();
     guard
         .check_in(&transaction)
@@ -291,8 +333,10 @@ async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
     // The lease runs out while the transaction is open (unrenewed: the
     // expiry is the contract), and another owner asks for the key.
     tokio::time::sleep(guard.expires_in() + Duration::from_millis(100)).await;
-    let taker =
-        tokio::spawn(async move { other.lock("account:7").await.map(|g| (g, Instant::now())) });
+    let taker = tokio::spawn(async move {
+        let next = request(&other, "account:7").await;
+        next.map(|g| (g, Instant::now()))
+    });
     // It waits on the row the transaction keeps locked.
     let blocked = "SELECT count(*) FROM pg_locks WHERE NOT granted";
     while admin
