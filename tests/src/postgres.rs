@@ -217,39 +217,19 @@ impl PostgresServer {
     /// Stops the server (`pg_ctl stop -m fast`: clients are cut off, the
     /// data is written) and starts it again on the same port.
     pub fn restart(&self) {
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data().display().to_string(),
-                "-m",
-                "fast",
-                "-w",
-                "stop",
-            ],
-        );
-        assert!(
-            self.try_start(),
-            "PostgreSQL did not start again on port {}",
-            self.port
-        );
+        self.stop_and_start("fast");
     }
 
     /// Kills the server as a crash would (`pg_ctl stop -m immediate`: no
     /// checkpoint, recovery from the WAL at the next start) and starts it
     /// again on the same port.
     pub fn crash_and_restart(&self) {
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data().display().to_string(),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ],
-        );
+        self.stop_and_start("immediate");
+    }
+
+    fn stop_and_start(&self, mode: &str) {
+        let data = self.data().display().to_string();
+        self.run("pg_ctl", &["-D", &data, "-m", mode, "-w", "stop"]);
         assert!(
             self.try_start(),
             "PostgreSQL did not start again on port {}",

@@ -178,16 +178,6 @@ impl PostgresBackend {
     /// of releases (behind a transaction pooler without a `listen_url`).
     pub const POLL_INTERVAL: Duration = poll::INTERVAL;
 
-    /// [`Connections::query`].
-    async fn query(
-        &self,
-        sql: &Sql,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-        writes: bool,
-    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.connections.query(sql, params, writes).await
-    }
-
     /// The schema's name (the namespace).
     pub fn schema(&self) -> &str {
         &self.schema.name
@@ -213,7 +203,10 @@ impl Store for PostgresBackend {
         let ttl_ms = millis(ttl);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
             [&name, &owner, &mode, &size, &ttl_ms];
-        let rows = self.query(&self.statements.take, &params, true).await?;
+        let rows = self
+            .connections
+            .query(&self.statements.take, &params, true)
+            .await?;
         let row = rows
             .first()
             .ok_or_else(|| StoreError::new("take answered no row", false))?;
@@ -252,7 +245,7 @@ impl Store for PostgresBackend {
         };
         let ttl = millis(ttl);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
-        Ok(self.query(sql, &params, true).await?.len() == 1)
+        Ok(self.connections.query(sql, &params, true).await?.len() == 1)
     }
 
     async fn release(
@@ -265,7 +258,7 @@ impl Store for PostgresBackend {
             LockKind::Exclusive => (&self.statements.release, keys.lease().to_owned()),
             _ => (&self.statements.give, keys.of_kind(kind)),
         };
-        let rows = self.query(sql, &[&name, &owner], true).await?;
+        let rows = self.connections.query(sql, &[&name, &owner], true).await?;
         let live: Option<bool> = match rows.first() {
             Some(row) => column(row, 0)?,
             None => None,
@@ -306,6 +299,7 @@ impl PostgresBackend {
         ttl: Duration,
     ) -> Result<Attempt, StoreError> {
         let rows = self
+            .connections
             .query(
                 &self.statements.acquire,
                 &[&keys.lease(), &owner, &millis(ttl)],
@@ -349,8 +343,10 @@ fn mode_of(kind: LockKind) -> Result<Option<(&'static str, i32)>, StoreError> {
 impl Operators for PostgresBackend {
     async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let others = other_kinds(keys);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&keys.lease(), &others];
         let rows = self
-            .query(&self.statements.inspect, &[&keys.lease(), &others], false)
+            .connections
+            .query(&self.statements.inspect, &params, false)
             .await?;
         let mut inspection = Inspection::new(keys.user());
         let mut waiters = 0;
@@ -396,7 +392,10 @@ impl Operators for PostgresBackend {
         let mut after = String::new();
         loop {
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&after, &PAGE, &prefix];
-            let rows = self.query(&self.statements.held, &params, false).await?;
+            let rows = self
+                .connections
+                .query(&self.statements.held, &params, false)
+                .await?;
             let page = rows.len();
             for row in rows {
                 let name: String = column(&row, 0)?;
@@ -421,6 +420,7 @@ impl Operators for PostgresBackend {
     async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
         let others = other_kinds(keys);
         let rows = self
+            .connections
             .query(
                 &self.statements.force_release,
                 &[&keys.lease(), &others],
