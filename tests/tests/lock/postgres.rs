@@ -71,6 +71,20 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
         ),
         "{err}"
     );
+    // Tables dropped under a connected Locker: told at once, not retried
+    // until the wait runs out.
+    admin
+        .batch_execute("DROP SCHEMA lock CASCADE")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let err = b
+        .lock("order:2")
+        .wait(Duration::from_secs(20))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LockError::UnknownFormat { .. }), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{err}");
 }
 
 /// A wrong password and a missing one are told at connect, by what to fix;

@@ -214,7 +214,7 @@ async fn create(
     let made = bounded(timeout, true, client.batch_execute(&ddl)).await;
     if made.is_err() {
         // A failed batch leaves its transaction open on this connection.
-        let _ = client.batch_execute("ROLLBACK").await;
+        let _ = tokio::time::timeout(timeout, client.batch_execute("ROLLBACK")).await;
     }
     made
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_postgres::Error;
 use tokio_postgres::error::SqlState;
 
+use super::schema::FORMAT;
 use crate::store_error::{Refusal, StoreError};
 
 /// Awaits `request` for at most `timeout`, its failure as a
@@ -37,6 +38,20 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
             Refusal::InvalidUrl,
             "the database the URL names does not exist; create it or name another",
         )),
+        Some(code)
+            if *code == SqlState::UNDEFINED_TABLE
+                || *code == SqlState::UNDEFINED_FUNCTION
+                || *code == SqlState::INVALID_SCHEMA_NAME =>
+        {
+            Some((
+                Refusal::UnknownFormat {
+                    stored: 0,
+                    ours: FORMAT,
+                },
+                "the namespace's lock tables or functions are gone since connect; connect \
+                 again (the Locker makes them) or run what `lockctl schema` prints",
+            ))
+        }
         Some(code) if *code == SqlState::INSUFFICIENT_PRIVILEGE => Some((
             Refusal::PermissionDenied,
             "the role lacks a right the lock needs; grant what `lockctl schema` prints",

@@ -151,12 +151,14 @@ fn token_of(token: i64) -> FencingToken {
     FencingToken::new(u64::try_from(token).unwrap_or(0))
 }
 
-/// Column `index` of `row`, as `T`.
+/// Column `index` of `row`, as `T`. A row that does not read came after
+/// the statement ran, so what it did is unknown (a grant is undone by owner
+/// value).
 fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
     row: &'r tokio_postgres::Row,
     index: usize,
 ) -> Result<T, StoreError> {
-    row.try_get(index).map_err(|err| store_error(err, false))
+    row.try_get(index).map_err(|err| store_error(err, true))
 }
 
 /// A connection of `pool`, within `timeout`.
