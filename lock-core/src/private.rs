@@ -90,6 +90,27 @@ pub async fn run<F: Future>(
     Ok(output)
 }
 
+/// [`run`] for `if_held = "skip"`: never waits; `Ok(None)`, the body not
+/// entered, when the lock is held.
+pub async fn run_or_skip<F: Future>(
+    locker: Result<Locker, LockError>,
+    key: String,
+    options: Options,
+    body: F,
+) -> Result<Option<F::Output>, LockError> {
+    let locker = locker?;
+    let request = locker.lock_of(key, options.kind).options(options.lock);
+    let Some(guard) = request.if_held_skip().await? else {
+        return Ok(None);
+    };
+    let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
+    let key = guard.key().to_owned();
+    if let Err(err) = guard.release().await {
+        tracing::warn!(key = %key, error = %err, "locked function finished, but its release failed");
+    }
+    Ok(Some(output))
+}
+
 /// [`run`] for `keys = [...]`: takes every key ([`Locker::lock_all`]).
 pub async fn run_all<F: Future>(
     locker: Result<Locker, LockError>,
@@ -144,6 +165,29 @@ impl<T, E: From<LockError>> FromLockError for Result<T, E> {
 /// `R::from_lock_error(error)`, spanned at the function's return type.
 pub fn lock_failed<R: FromLockError>(error: LockError) -> R {
     R::from_lock_error(error)
+}
+
+/// The return value of a call skipped because the lock was held
+/// (`if_held = "skip"`).
+#[diagnostic::on_unimplemented(
+    message = "`if_held = \"skip\"` needs a return type that can tell a skipped call: `Result<Option<T>, E>`",
+    label = "`{Self}` cannot tell that the call was skipped",
+    note = "return `Result<Option<T>, E>`: a skipped call returns `Ok(None)` without entering the body"
+)]
+pub trait Skippable {
+    /// `Ok(None)`.
+    fn skipped() -> Self;
+}
+
+impl<T, E> Skippable for Result<Option<T>, E> {
+    fn skipped() -> Self {
+        Ok(None)
+    }
+}
+
+/// `R::skipped()`, spanned at the function's return type.
+pub fn skipped<R: Skippable>() -> R {
+    R::skipped()
 }
 
 /// Milliseconds into a Duration (the expansion spells durations this way).

@@ -12,7 +12,8 @@ use syn::{Expr, Ident, LitBool, LitInt, LitStr, Path, Token};
 use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
-const NAMES: &str = "key, keys, kind, permits, ttl, wait, watchdog, locker, on_lost, crate";
+const NAMES: &str =
+    "key, keys, kind, permits, ttl, wait, if_held, watchdog, locker, on_lost, crate";
 
 /// A key template: the literal (for spans) and its pieces.
 pub(crate) type Template = (LitStr, Vec<Piece>);
@@ -28,6 +29,8 @@ pub(crate) struct LockArgs {
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
     pub(crate) on_lost: OnLost,
+    /// `if_held = "skip"`: never wait; a held lock skips the call.
+    pub(crate) skip: bool,
     /// `kind = "..."` or `permits = N`: which lock (`Plain` if neither).
     pub(crate) kind: Kind,
     pub(crate) krate: Option<Path>,
@@ -88,6 +91,8 @@ impl Parse for LockArgs {
         let mut kind: Option<(Ident, Kind)> = None;
         let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
             (None, None, None, None, None, None);
+        let mut skip: Option<Ident> = None;
+        let mut wait_name: Option<Ident> = None;
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
             // `crate` is a keyword: accept any identifier here.
@@ -162,7 +167,25 @@ impl Parse for LockArgs {
                     kind = Some((name.clone(), named));
                 }
                 "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
-                "wait" => wait = Some(duration_arg(input, "wait", true)?),
+                "wait" => {
+                    wait = Some(duration_arg(input, "wait", true)?);
+                    wait_name = Some(name.clone());
+                }
+                "if_held" => {
+                    let lit: LitStr = input.parse()?;
+                    match lit.value().as_str() {
+                        "skip" => skip = Some(name.clone()),
+                        "wait" => {}
+                        other => {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                format!(
+                                    "if_held = \"{other}\" is not known; use \"wait\" (the default: wait for the lock) or \"skip\" (never wait: a held lock skips the call, which returns `Ok(None)`)"
+                                ),
+                            ));
+                        }
+                    }
+                }
                 "watchdog" => watchdog = Some(input.parse::<LitBool>()?.value),
                 "locker" => locker = Some(input.parse::<Expr>()?),
                 "on_lost" => {
@@ -225,6 +248,24 @@ impl Parse for LockArgs {
                 return Err(syn::Error::new(name.span(), message));
             }
         }
+        if let Some(name) = &skip {
+            let clash = if let Some(wait) = &wait_name {
+                Some((
+                    wait.span(),
+                    "`wait` and `if_held = \"skip\"` disagree: a skipped call never waits; drop `wait`",
+                ))
+            } else if all {
+                Some((
+                    name.span(),
+                    "`if_held = \"skip\"` takes one `key`, not `keys`",
+                ))
+            } else {
+                None
+            };
+            if let Some((span, message)) = clash {
+                return Err(syn::Error::new(span, message));
+            }
+        }
         let kind = match (kind, permits) {
             (Some((_, kind)), _) => kind,
             (None, Some((_, n))) => Kind::Permits(n),
@@ -239,6 +280,7 @@ impl Parse for LockArgs {
             watchdog,
             locker,
             on_lost: on_lost.unwrap_or_default(),
+            skip: skip.is_some(),
             krate,
         })
     }

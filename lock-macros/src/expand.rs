@@ -1,6 +1,8 @@
 //! The expansion: the function keeps its signature, attributes and
 //! visibility; its body runs inside `lock_core::__private::run` (for
-//! `keys = [...]`, `run_all` with a `Vec` of keys).
+//! `keys = [...]`, `run_all` with a `Vec` of keys; for `if_held = "skip"`,
+//! `run_or_skip`, whose `Ok(None)` becomes `__private::skipped()`: the
+//! return type's `Ok(None)`).
 //!
 //! ```text
 //! async fn pay(&self, id: u64) -> Result<R, E> {
@@ -205,7 +207,9 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     let output = Ident::new("__lock_output", Span::mixed_site());
     let error = Ident::new("__lock_error", Span::mixed_site());
     // One key, or every key of the set (named by its first in errors).
-    let (key_value, run, first_key) = if args.all {
+    let (key_value, run, first_key) = if args.skip {
+        (quote!(#(#keys)*), quote!(run_or_skip), quote!(#key))
+    } else if args.all {
         (
             quote!(::std::vec![#(#keys),*]),
             quote!(run_all),
@@ -235,6 +239,18 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
+    // `if_held = "skip"`: the run says whether it ran; a skip is the return
+    // type's own `Ok(None)` (errors about it point at the return type).
+    let ran = match args.skip {
+        true => {
+            let skipped = quote_spanned!(ret_ty.span()=> #krate::__private::skipped::<#ret_ty>());
+            quote! {
+                ::core::result::Result::Ok(::core::option::Option::Some(#output)) => #output,
+                ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
+            }
+        }
+        false => quote!(::core::result::Result::Ok(#output) => #output,),
+    };
     // The body's statements go straight into the async block: the block
     // itself there would be a braced tail expression, which rustc's
     // `unused_braces` reports against the user's code for a one-expression
@@ -272,7 +288,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
             })
             .await
             {
-                ::core::result::Result::Ok(#output) => #output,
+                #ran
                 ::core::result::Result::Err(#error) => #lock_failed,
             }
         }

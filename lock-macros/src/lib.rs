@@ -48,6 +48,7 @@ use proc_macro::TokenStream;
 /// | `permits` (instead of `kind`) | `4` | a semaphore on `key` (`Locker::semaphore`): at most this many calls at once across every process; 1 to 1024, one number per key |
 /// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
 /// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |
+/// | `if_held` | `"skip"` | `"wait"` (default); `"skip"`: never wait, and when the lock is held the call is skipped: it returns `Ok(None)` without entering the body (`LockRequest::if_held_skip`), so the return type is `Result<Option<T>, E>`; for a job that one replica of many runs |
 /// | `watchdog` | `false` | renew the lease while the body runs (default `true`) |
 /// | `locker` | `self.locker`, `LOCKER.clone()` | any expression yielding a `Locker`, `&Locker`, `Arc<Locker>`; default: the Locker installed with `lock_core::install` |
 /// | `on_lost` | `"continue"` | `"abort"` (default): on lease loss the body is dropped and the function returns `Err(LockError::Lost)`; `"continue"`: the body runs on (fencing protects its writes) |
@@ -65,8 +66,9 @@ use proc_macro::TokenStream;
 /// or with `keys`, an unknown `kind` or one with `permits` or `keys`, a
 /// `<name>` that is no argument, a field path on a
 /// pattern-bound argument, an unclosed `<`, a bad duration, an unknown or
-/// repeated argument, an unknown `on_lost`, a non-async, `const` or
-/// non-`Result` function. The function itself is still emitted next to the
+/// repeated argument, an unknown `on_lost` or `if_held`, `if_held = "skip"`
+/// with `wait` or `keys` or a return type other than `Result<Option<T>, E>`,
+/// a non-async, `const` or non-`Result` function. The function itself is still emitted next to the
 /// error, so IDEs keep working.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -108,6 +108,34 @@ impl LockRequest {
         self
     }
 
+    /// Never waits: `Ok(None)` when another owner (or another task of this
+    /// process) holds the lock, which is a skip, not an error: for work
+    /// that one replica of many should do, such as a scheduled job. The
+    /// key and the options are checked as for `.await`, whatever kind of
+    /// lock is asked for.
+    ///
+    /// ```
+    /// use lock_core::{LockError, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let locker = Locker::memory();
+    /// let held = locker.lock("job:nightly-report").await?;
+    /// // Another replica's tick: the job is running, so it skips.
+    /// assert!(locker.lock("job:nightly-report").if_held_skip().await?.is_none());
+    /// held.release().await?;
+    /// let run = locker.lock("job:nightly-report").if_held_skip().await?;
+    /// assert!(run.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: see [`LockRequest`].
+    pub async fn if_held_skip(self) -> Result<Option<LockGuard>, LockError> {
+        self.try_once().await
+    }
+
     /// Tries once; `Ok(None)` when the lock is held elsewhere.
     pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
         self.options.wait = Some(Duration::ZERO);

@@ -656,6 +656,31 @@ pub async fn try_lock_does_not_wait(store: TestStore) {
     assert!(other.try_lock("once").await.unwrap().is_some());
 }
 
+/// `if_held_skip` never waits: a held lock is `Ok(None)` at once, for the
+/// plain lock and (where the store keeps them) a write lock behind a
+/// reader; a free one is taken, and nothing is left behind.
+pub async fn if_held_skip_never_waits(store: TestStore) {
+    let (locker, _) = store.locker_with(|l| l.wait(Duration::from_secs(20))).await;
+    let other = store.locker().await;
+    let held = other.lock("job:nightly").await.unwrap();
+    let started = Instant::now();
+    let skipped = locker.lock("job:nightly").if_held_skip().await.unwrap();
+    assert!(skipped.is_none(), "taken beside its holder");
+    if store.keeps_the_family() {
+        let reader = other.read_lock("job:nightly").await.unwrap();
+        let writer = locker.write_lock("job:nightly").if_held_skip().await;
+        assert!(writer.unwrap().is_none(), "a writer beside a reader");
+        reader.release().await.unwrap();
+    }
+    // Not the 20 s wait: one try each.
+    assert!(started.elapsed() < SLACK * 4, "{:?}", started.elapsed());
+    held.release().await.unwrap();
+    let run = locker.lock("job:nightly").if_held_skip().await.unwrap();
+    run.expect("free: taken").release().await.unwrap();
+    assert_eq!(locker.local_queues(), 0, "local lines left behind");
+    store_is_empty(&store).await;
+}
+
 pub async fn max_hold_stops_renewal(store: TestStore) {
     let ttl = Duration::from_millis(300);
     let max_hold = Duration::from_millis(600);

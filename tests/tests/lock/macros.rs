@@ -620,3 +620,27 @@ async fn kind_fair_serves_in_arrival_order() {
     }
     assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
 }
+
+/// A job one replica of many runs: skipped (not waited for) while held.
+#[distributed_lock(key = "job:<name>", locker = locker, if_held = "skip")]
+async fn nightly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Option<u32>, AppError> {
+    Ok(Some(runs.fetch_add(1, Ordering::SeqCst) + 1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn if_held_skip_returns_none_without_entering_the_body() {
+    let store = TestStore::redis();
+    let locker = store.locker().await;
+    let runs = AtomicU32::new(0);
+    let held = locker.lock("job:report").await.unwrap();
+    let skipped = nightly(&locker, "report", &runs).await.unwrap();
+    assert_eq!(skipped, None);
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the body ran while held");
+    held.release().await.unwrap();
+    let ran = nightly(&locker, "report", &runs).await.unwrap();
+    assert_eq!(ran, Some(1));
+    // A bad key is still an error, not a skip.
+    let err = nightly(&locker, &"x".repeat(600), &runs).await;
+    assert!(matches!(err, Err(AppError::Lock(_))), "{err:?}");
+    store.assert_nothing_left().await;
+}

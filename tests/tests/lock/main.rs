@@ -69,6 +69,7 @@ on_every_backend!(
         bad_keys_are_refused_and_odd_keys_work,
         reentrancy_is_task_scoped,
         try_lock_does_not_wait,
+        if_held_skip_never_waits,
         max_hold_stops_renewal,
         waiters_per_key_are_bounded,
         the_local_deadline_ends_before_the_store_does,
