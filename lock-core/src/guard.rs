@@ -195,6 +195,10 @@ impl LockGuard {
     /// owner-checked, until it gets through or the lease would have ended
     /// anyway (so waiters do not wait out the whole ttl).
     ///
+    /// A lease taken with
+    /// [`hold_at_least`](crate::LockRequest::hold_at_least) is kept, still
+    /// renewed, until that time, and released then in the background.
+    ///
     /// # Cancel safety
     /// If the returned future is dropped before it completes, the guard is
     /// dropped with it and the release goes on in the background.
@@ -206,6 +210,11 @@ impl LockGuard {
                 _ => Ok(()),
             };
         };
+        if let Some(until) = kept(&lease) {
+            *released = true;
+            keep_until(lease, until);
+            return Ok(());
+        }
         watchdog::stop(&lease);
         let locally_lost = lease.end();
         let outcome = lease.release_in_store().await;
@@ -229,12 +238,39 @@ impl Drop for LockGuard {
         let Role::Owner { released } = &mut self.role else {
             return;
         };
-        watchdog::stop(&self.lease);
         if *released {
             return;
         }
+        if let Some(until) = kept(&self.lease) {
+            keep_until(Arc::clone(&self.lease), until);
+            return;
+        }
+        watchdog::stop(&self.lease);
         release_in_background(Arc::clone(&self.lease));
     }
+}
+
+/// Until when a held `lease` is to be kept after its guard is done, if
+/// that is still ahead (`hold_at_least`).
+fn kept(lease: &LeaseState) -> Option<tokio::time::Instant> {
+    lease
+        .kept_until
+        .filter(|until| *until > tokio::time::Instant::now() && lease.is_held())
+}
+
+/// Keeps `lease` (its watchdog renewing it) until `until`, then releases it
+/// in the background; without a runtime it is released now.
+fn keep_until(lease: Arc<LeaseState>, until: tokio::time::Instant) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        watchdog::stop(&lease);
+        release_in_background(lease);
+        return;
+    };
+    runtime.spawn(async move {
+        tokio::time::sleep_until(until).await;
+        watchdog::stop(&lease);
+        release_in_background(lease);
+    });
 }
 
 /// Releases `lease` on the current runtime, keeping its place at the front until

@@ -34,6 +34,9 @@ pub struct LockOptions {
     pub wait: Option<Duration>,
     /// Whether the lease is renewed while the guard lives.
     pub watchdog: Option<bool>,
+    /// Keep the lease at least this long after the acquire, even if the
+    /// guard is released sooner (see [`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
+    pub hold_at_least: Option<Duration>,
 }
 
 /// The settings a request runs with: its options over the Locker's.
@@ -42,6 +45,7 @@ pub(crate) struct Settings {
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
+    pub(crate) hold_at_least: Option<Duration>,
 }
 
 impl LockOptions {
@@ -51,6 +55,7 @@ impl LockOptions {
             ttl: self.ttl.or(other.ttl),
             wait: self.wait.or(other.wait),
             watchdog: self.watchdog.or(other.watchdog),
+            hold_at_least: self.hold_at_least.or(other.hold_at_least),
         }
     }
 
@@ -61,6 +66,7 @@ impl LockOptions {
             ttl: self.ttl.unwrap_or(config.ttl).max(MIN_TTL),
             wait: self.wait.unwrap_or(config.wait),
             watchdog: self.watchdog.unwrap_or(config.watchdog),
+            hold_at_least: self.hold_at_least,
         }
     }
 }
@@ -78,6 +84,7 @@ mod tests {
             ttl: Some(Duration::from_secs(5)),
             wait: Some(Duration::from_secs(1)),
             watchdog: None,
+            hold_at_least: None,
         };
         let later = LockOptions {
             wait: Some(Duration::ZERO),

@@ -13,7 +13,7 @@ use crate::template::{self, Piece};
 
 /// Every argument name, for the unknown-argument message.
 const NAMES: &str =
-    "key, keys, kind, permits, ttl, wait, if_held, watchdog, locker, on_lost, crate";
+    "key, keys, kind, permits, ttl, wait, if_held, hold_at_least, watchdog, locker, on_lost, crate";
 
 /// A key template: the literal (for spans) and its pieces.
 pub(crate) type Template = (LitStr, Vec<Piece>);
@@ -26,6 +26,7 @@ pub(crate) struct LockArgs {
     pub(crate) all: bool,
     pub(crate) ttl: Option<Duration>,
     pub(crate) wait: Option<Duration>,
+    pub(crate) hold_at_least: Option<Duration>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) locker: Option<Expr>,
     pub(crate) on_lost: OnLost,
@@ -92,6 +93,7 @@ impl Parse for LockArgs {
         let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
             (None, None, None, None, None, None);
         let mut skip: Option<Ident> = None;
+        let mut hold_at_least: Option<(Ident, Duration)> = None;
         let mut wait_name: Option<Ident> = None;
         let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
@@ -170,6 +172,10 @@ impl Parse for LockArgs {
                 "wait" => {
                     wait = Some(duration_arg(input, "wait", true)?);
                     wait_name = Some(name.clone());
+                }
+                "hold_at_least" => {
+                    hold_at_least =
+                        Some((name.clone(), duration_arg(input, "hold_at_least", false)?));
                 }
                 "if_held" => {
                     let lit: LitStr = input.parse()?;
@@ -266,6 +272,20 @@ impl Parse for LockArgs {
                 return Err(syn::Error::new(span, message));
             }
         }
+        // Without renewals the lease ends at its ttl: it cannot be kept
+        // longer.
+        if let (Some((name, hold)), Some(ttl), Some(false)) = (&hold_at_least, ttl, watchdog)
+            && *hold > ttl
+        {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "`hold_at_least` ({}) is longer than `ttl` ({}) with `watchdog = false`: the lease ends at its ttl; raise `ttl` or drop `watchdog = false`",
+                    humantime::format_duration(*hold),
+                    humantime::format_duration(ttl)
+                ),
+            ));
+        }
         let kind = match (kind, permits) {
             (Some((_, kind)), _) => kind,
             (None, Some((_, n))) => Kind::Permits(n),
@@ -281,6 +301,7 @@ impl Parse for LockArgs {
             locker,
             on_lost: on_lost.unwrap_or_default(),
             skip: skip.is_some(),
+            hold_at_least: hold_at_least.map(|(_, hold)| hold),
             krate,
         })
     }

@@ -224,6 +224,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     };
     let ttl = duration_tokens(&krate, args.ttl);
     let wait = duration_tokens(&krate, args.wait);
+    let hold_at_least = duration_tokens(&krate, args.hold_at_least);
     let watchdog = match args.watchdog {
         Some(w) => quote!(::core::option::Option::Some(#w)),
         None => quote!(::core::option::Option::None),
@@ -272,6 +273,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
                     ttl: #ttl,
                     wait: #wait,
                     watchdog: #watchdog,
+                    hold_at_least: #hold_at_least,
                 },
                 on_lost: #krate::OnLost::#on_lost,
                 kind: #krate::LockKind::#kind,

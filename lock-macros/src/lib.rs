@@ -49,6 +49,7 @@ use proc_macro::TokenStream;
 /// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
 /// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |
 /// | `if_held` | `"skip"` | `"wait"` (default); `"skip"`: never wait, and when the lock is held the call is skipped: it returns `Ok(None)` without entering the body (`LockRequest::if_held_skip`), so the return type is `Result<Option<T>, E>`; for a job that one replica of many runs |
+/// | `hold_at_least` | `"5m"` | keep the lock at least this long after the acquire, even when the body ends sooner (`LockRequest::hold_at_least`): with `if_held = "skip"`, a job runs once per period across replicas whose timers are a little off; not longer than `ttl` with `watchdog = false` |
 /// | `watchdog` | `false` | renew the lease while the body runs (default `true`) |
 /// | `locker` | `self.locker`, `LOCKER.clone()` | any expression yielding a `Locker`, `&Locker`, `Arc<Locker>`; default: the Locker installed with `lock_core::install` |
 /// | `on_lost` | `"continue"` | `"abort"` (default): on lease loss the body is dropped and the function returns `Err(LockError::Lost)`; `"continue"`: the body runs on (fencing protects its writes) |
@@ -68,6 +69,7 @@ use proc_macro::TokenStream;
 /// pattern-bound argument, an unclosed `<`, a bad duration, an unknown or
 /// repeated argument, an unknown `on_lost` or `if_held`, `if_held = "skip"`
 /// with `wait` or `keys` or a return type other than `Result<Option<T>, E>`,
+/// a `hold_at_least` longer than `ttl` with `watchdog = false`,
 /// a non-async, `const` or non-`Result` function. The function itself is still emitted next to the
 /// error, so IDEs keep working.
 #[proc_macro_attribute]

@@ -43,6 +43,8 @@ pub(crate) struct Acquisition {
     pub(crate) ttl: Duration,
     pub(crate) wait: Duration,
     pub(crate) watchdog: bool,
+    /// How long after the send the lease is kept at least.
+    pub(crate) hold_at_least: Option<Duration>,
 }
 
 /// Where an acquisition stands after its first step.
@@ -384,6 +386,7 @@ impl Acquisition {
             ttl,
             segment: grant.segment,
             deadline: deadline_after(sent, ttl),
+            kept_until: self.hold_at_least.map(|hold| sent + hold),
             front,
         });
         self.locker

@@ -51,6 +51,8 @@ pub(crate) struct LeaseState {
     /// The segment held, for a striped lock.
     pub(crate) segment: Option<u32>,
     deadline: Mutex<Instant>,
+    /// Released no sooner than this (`hold_at_least`).
+    pub(crate) kept_until: Option<Instant>,
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
@@ -70,6 +72,8 @@ pub(crate) struct LeaseParts {
     pub(crate) ttl: Duration,
     pub(crate) segment: Option<u32>,
     pub(crate) deadline: Instant,
+    /// Released no sooner than this (`hold_at_least`).
+    pub(crate) kept_until: Option<Instant>,
     pub(crate) front: HeldFront,
 }
 
@@ -86,6 +90,7 @@ impl LeaseState {
             ttl: parts.ttl,
             segment: parts.segment,
             deadline: Mutex::new(parts.deadline),
+            kept_until: parts.kept_until,
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
             front: Mutex::new(Some(parts.front)),

@@ -84,6 +84,35 @@ impl LockRequest {
         self
     }
 
+    /// Keeps the lease at least `hold` after the acquire was sent: a release
+    /// (or drop) sooner only marks the guard done, and the lease, renewed
+    /// by its watchdog as before, is given back at that time, in the
+    /// background. For a scheduled job: a replica whose timer runs a little
+    /// early or late finds the lock still held and skips
+    /// ([`if_held_skip`](Self::if_held_skip)) instead of running the job
+    /// twice. If the process ends meanwhile, the lease ends at its ttl.
+    ///
+    /// ```
+    /// use lock_core::{LockError, Locker};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let locker = Locker::memory();
+    /// let job = locker
+    ///     .lock("job:nightly-report")
+    ///     .hold_at_least(Duration::from_secs(60))
+    ///     .await?;
+    /// job.release().await?; // done quickly; the lock stays for the minute
+    /// assert!(locker.lock("job:nightly-report").if_held_skip().await?.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.options.hold_at_least = Some(hold);
+        self
+    }
+
     /// The options `options` sets, over those set before.
     pub fn options(mut self, options: LockOptions) -> Self {
         self.options = options.over(self.options);
@@ -166,6 +195,7 @@ impl LockRequest {
             ttl: settings.ttl,
             wait: settings.wait,
             watchdog: settings.watchdog,
+            hold_at_least: settings.hold_at_least,
         })
     }
 }

@@ -681,6 +681,36 @@ pub async fn if_held_skip_never_waits(store: TestStore) {
     store_is_empty(&store).await;
 }
 
+/// A lease taken with `hold_at_least` and released (or dropped) sooner
+/// stays held until then, renewed, and is given back at that time, not at
+/// its ttl.
+pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStore) {
+    let hold = Duration::from_millis(1500);
+    let locker = store.locker().await;
+    let other = store.locker().await;
+    for dropped in [false, true] {
+        let started = Instant::now();
+        let job = locker.lock("job:held").hold_at_least(hold).await.unwrap();
+        match dropped {
+            true => drop(job),
+            false => job.release().await.unwrap(),
+        }
+        let skipped = other.lock("job:held").if_held_skip().await.unwrap();
+        assert!(skipped.is_none(), "given back before hold_at_least");
+        let next = other
+            .lock("job:held")
+            .wait(Duration::from_secs(30))
+            .await
+            .unwrap();
+        let waited = started.elapsed();
+        assert!(waited >= hold, "taken again after {waited:?}");
+        // Given back at that time, not at the lease's end (its ttl).
+        assert!(waited < hold + SLACK * 2, "taken again after {waited:?}");
+        next.release().await.unwrap();
+    }
+    store_is_empty(&store).await;
+}
+
 pub async fn max_hold_stops_renewal(store: TestStore) {
     let ttl = Duration::from_millis(300);
     let max_hold = Duration::from_millis(600);

@@ -644,3 +644,18 @@ async fn if_held_skip_returns_none_without_entering_the_body() {
     assert!(matches!(err, Err(AppError::Lock(_))), "{err:?}");
     store.assert_nothing_left().await;
 }
+
+/// A job kept at least 2 s: a second call right after the first is skipped.
+#[distributed_lock(key = "job:<name>", locker = locker, if_held = "skip", hold_at_least = "2s")]
+async fn weekly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Option<u32>, AppError> {
+    Ok(Some(runs.fetch_add(1, Ordering::SeqCst) + 1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_at_least_skips_a_second_call_within_it() {
+    let locker = Locker::memory();
+    let runs = AtomicU32::new(0);
+    assert_eq!(weekly(&locker, "digest", &runs).await.unwrap(), Some(1));
+    assert_eq!(weekly(&locker, "digest", &runs).await.unwrap(), None);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

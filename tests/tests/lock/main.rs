@@ -70,6 +70,7 @@ on_every_backend!(
         reentrancy_is_task_scoped,
         try_lock_does_not_wait,
         if_held_skip_never_waits,
+        hold_at_least_keeps_the_lock_after_an_early_release,
         max_hold_stops_renewal,
         waiters_per_key_are_bounded,
         the_local_deadline_ends_before_the_store_does,
