@@ -242,3 +242,24 @@ fn lockctl_prints_the_postgres_schema_and_grants() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--role"), "{err}");
 }
+
+/// Each tick of the scheduled job runs on exactly one of the two replicas,
+/// the other skipping it.
+#[test]
+fn the_scheduled_job_runs_once_per_tick() {
+    let out = run_example("scheduled_job", &[], None);
+    let mut ran: Vec<u64> = out
+        .lines()
+        .filter(|line| line.contains(": ran on "))
+        .map(|line| {
+            let tick = line
+                .strip_prefix("tick ")
+                .and_then(|rest| rest.split(':').next());
+            tick.and_then(|n| n.parse().ok()).expect("a tick number")
+        })
+        .collect();
+    ran.sort_unstable();
+    assert_eq!(ran, (0..8).collect::<Vec<u64>>(), "{out}");
+    assert_eq!(out.matches(": skipped on ").count(), 8, "{out}");
+    assert!(!out.contains("failed"), "{out}");
+}
