@@ -15,12 +15,12 @@ use std::time::Duration;
 use lock_core::{FencingToken, LockError, Locker, distributed_lock};
 use tokio::time::Instant;
 
-const TICKS: u64 = 8;
-const PERIOD: Duration = Duration::from_millis(400);
+const TICKS: u64 = 6;
+const PERIOD: Duration = Duration::from_secs(1);
 
 /// The nightly report, once per tick across the fleet. It is kept at least
-/// 250 ms, so a replica whose timer runs a little late skips it too.
-#[distributed_lock(key = "job:report", locker = locker, if_held = "skip", hold_at_least = "250ms")]
+/// 700 ms, so a replica whose timer runs a little late skips it too.
+#[distributed_lock(key = "job:report", locker = locker, if_held = "skip", hold_at_least = "700ms")]
 async fn report(locker: &Locker) -> Result<Option<FencingToken>, LockError> {
     let token = FencingToken::current().expect("inside the lock");
     // The job's work would go here, its writes fenced with `token`.

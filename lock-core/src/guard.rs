@@ -253,9 +253,7 @@ impl Drop for LockGuard {
 /// Until when a held `lease` is to be kept after its guard is done, if
 /// that is still ahead (`hold_at_least`).
 fn kept(lease: &LeaseState) -> Option<tokio::time::Instant> {
-    lease
-        .kept_until
-        .filter(|until| *until > tokio::time::Instant::now() && lease.is_held())
+    lease.kept_until()
 }
 
 /// Keeps `lease` (its watchdog renewing it) until `until`, then releases it
@@ -266,11 +264,29 @@ fn keep_until(lease: Arc<LeaseState>, until: tokio::time::Instant) {
         release_in_background(lease);
         return;
     };
+    let mut kept = Kept(Some(lease));
     runtime.spawn(async move {
         tokio::time::sleep_until(until).await;
-        watchdog::stop(&lease);
-        release_in_background(lease);
+        if let Some(lease) = kept.0.take() {
+            watchdog::stop(&lease);
+            release_in_background(lease);
+        }
     });
+}
+
+/// A kept lease whose release task may never run (its runtime shut down
+/// first): when dropped with the lease still in it, the watchdog stops and
+/// the Locker's local place is freed; the lease ends at its ttl.
+struct Kept(Option<Arc<LeaseState>>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            watchdog::stop(&lease);
+            lease.end();
+            lease.pass_front();
+        }
+    }
 }
 
 /// Releases `lease` on the current runtime, keeping its place at the front until

@@ -114,6 +114,10 @@ impl LockAllRequest {
 
     async fn acquire(self) -> Result<MultiGuard, LockError> {
         let keys = self.keys?;
+        if self.options.hold_at_least.is_some() {
+            let why = "keeps the lock of one key; lock_all gives every key back at release";
+            return Err(LockError::invalid_config("hold_at_least", why));
+        }
         // `None`: a wait too long to add to the clock, i.e. for ever.
         let settings = self.options.settled(self.locker.config());
         let deadline = Instant::now().checked_add(settings.wait);

@@ -35,7 +35,8 @@ pub struct LockOptions {
     /// Whether the lease is renewed while the guard lives.
     pub watchdog: Option<bool>,
     /// Keep the lease at least this long after the acquire, even if the
-    /// guard is released sooner (see [`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
+    /// guard is released sooner (see [`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least));
+    /// a multi-lock refuses it.
     pub hold_at_least: Option<Duration>,
 }
 

@@ -275,15 +275,21 @@ impl Parse for LockArgs {
         // Without renewals the lease ends at its ttl: it cannot be kept
         // longer.
         if let (Some((name, hold)), Some(ttl), Some(false)) = (&hold_at_least, ttl, watchdog)
-            && *hold > ttl
+            && *hold >= ttl
         {
             return Err(syn::Error::new(
                 name.span(),
                 format!(
-                    "`hold_at_least` ({}) is longer than `ttl` ({}) with `watchdog = false`: the lease ends at its ttl; raise `ttl` or drop `watchdog = false`",
+                    "`hold_at_least` ({}) is not below `ttl` ({}) with `watchdog = false`: the lease ends at its ttl; raise `ttl` or drop `watchdog = false`",
                     humantime::format_duration(*hold),
                     humantime::format_duration(ttl)
                 ),
+            ));
+        }
+        if let (Some((name, _)), true) = (&hold_at_least, all) {
+            return Err(syn::Error::new(
+                name.span(),
+                "`hold_at_least` takes one `key`, not `keys`: a multi-lock gives every key back at release",
             ));
         }
         let kind = match (kind, permits) {

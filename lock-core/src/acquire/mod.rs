@@ -431,14 +431,24 @@ impl Acquisition {
     }
 }
 
+/// The outcome of an acquisition as its caller gets it. Only a guard handed
+/// over is kept after its release (`hold_at_least`): a failed or cancelled
+/// acquire gives its lease back at once.
+pub(crate) fn handed_over(result: Result<LockGuard, LockError>) -> Result<LockGuard, LockError> {
+    if let Ok(guard) = &result {
+        guard.lease.arm_keep();
+    }
+    result
+}
+
 impl Next {
     /// Goes on to a guard or an error, waiting where it has to.
     pub(crate) async fn finish(self) -> Result<LockGuard, LockError> {
-        match self {
+        handed_over(match self {
             Next::Done(result) => result,
             Next::Queue(acquisition) => acquisition.queue_up().await,
             Next::Front(acquisition, head) => acquisition.contend(head).await,
-        }
+        })
     }
 
     /// The `lock` tracing span of an acquisition that goes on.

@@ -9,6 +9,7 @@ use self::watchdog::Control;
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -51,8 +52,10 @@ pub(crate) struct LeaseState {
     /// The segment held, for a striped lock.
     pub(crate) segment: Option<u32>,
     deadline: Mutex<Instant>,
-    /// Released no sooner than this (`hold_at_least`).
-    pub(crate) kept_until: Option<Instant>,
+    /// Released no sooner than this (`hold_at_least`), once armed.
+    kept_until: Option<Instant>,
+    /// Whether the guard was handed over, so that `kept_until` holds.
+    keep_armed: AtomicBool,
     status: Mutex<Status>,
     /// Told when the lease is lost (`lost()` futures wait on it).
     loss: Notify,
@@ -91,11 +94,26 @@ impl LeaseState {
             segment: parts.segment,
             deadline: Mutex::new(parts.deadline),
             kept_until: parts.kept_until,
+            keep_armed: AtomicBool::new(false),
             status: Mutex::new(Status::Held),
             loss: Notify::new(),
             front: Mutex::new(Some(parts.front)),
             watchdog: Mutex::new(Control::Stopped),
         })
+    }
+
+    /// Makes a release before `kept_until` keep the lease (the guard is
+    /// the caller's now).
+    pub(crate) fn arm_keep(&self) {
+        self.keep_armed.store(true, Ordering::Release);
+    }
+
+    /// Until when the lease is kept after its guard is done, if that is
+    /// still ahead and the lease held (`hold_at_least`).
+    pub(crate) fn kept_until(&self) -> Option<Instant> {
+        let armed = self.keep_armed.load(Ordering::Acquire);
+        self.kept_until
+            .filter(|until| armed && *until > Instant::now() && self.is_held())
     }
 
     /// The store the lease is in.

@@ -188,6 +188,21 @@ impl LockRequest {
             });
         }
         let settings = self.options.settled(self.locker.config());
+        if let Some(hold) = settings.hold_at_least {
+            let config = self.locker.config();
+            let why = if !settings.watchdog && hold >= settings.ttl {
+                Some(
+                    "is not below the ttl without a watchdog: the lease ends at its ttl; raise the ttl or keep the watchdog",
+                )
+            } else if config.max_hold.is_some_and(|most| hold > most) {
+                Some("is longer than the Locker's max_hold, which ends every lease sooner")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(LockError::invalid_config("hold_at_least", why));
+            }
+        }
         Ok(Acquisition {
             keys,
             kind: self.kind,

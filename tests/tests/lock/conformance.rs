@@ -686,8 +686,22 @@ pub async fn if_held_skip_never_waits(store: TestStore) {
 /// its ttl.
 pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStore) {
     let hold = Duration::from_millis(1500);
-    let locker = store.locker().await;
+    // A short lease: kept past it only by its renewals.
+    let (locker, _) = store
+        .locker_with(|l| l.ttl(Duration::from_millis(300)))
+        .await;
     let other = store.locker().await;
+    // A hold the lease cannot last, and one on a multi-lock, are refused.
+    let unrenewed = locker.lock("job:held").watchdog(false).hold_at_least(hold);
+    let err = unrenewed.await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidConfig { .. }), "{err}");
+    let keys = ["job:a", "job:b"];
+    let options = lock_core::LockOptions {
+        hold_at_least: Some(hold),
+        ..Default::default()
+    };
+    let err = locker.lock_all(keys).options(options).await.unwrap_err();
+    assert!(matches!(err, LockError::InvalidConfig { .. }), "{err}");
     for dropped in [false, true] {
         let started = Instant::now();
         let job = locker.lock("job:held").hold_at_least(hold).await.unwrap();
@@ -708,6 +722,15 @@ pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStor
         assert!(waited < hold + SLACK * 2, "taken again after {waited:?}");
         next.release().await.unwrap();
     }
+    // The Locker that kept it holds no place either: it takes the key
+    // again (a place left taken would time this out).
+    let again = locker.lock("job:held").wait(Duration::from_secs(5)).await;
+    again
+        .expect("free on the keeping Locker")
+        .release()
+        .await
+        .unwrap();
+    assert_eq!(locker.local_queues(), 0, "local lines left behind");
     store_is_empty(&store).await;
 }
 

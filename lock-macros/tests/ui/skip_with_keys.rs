@@ -1,6 +1,6 @@
 use lock_core::{distributed_lock, LockError};
 
-#[distributed_lock(key = "job:nightly", if_held = "skip", wait = "5s")]
+#[distributed_lock(keys = ["job:a", "job:b"], if_held = "skip")]
 async fn nightly() -> Result<Option<u32>, LockError> {
     Ok(Some(1))
 }

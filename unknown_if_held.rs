@@ -1,8 +1,0 @@
-use lock_core::{distributed_lock, LockError};
-
-#[distributed_lock(key = "job:nightly", if_held = "later")]
-async fn nightly() -> Result<Option<u32>, LockError> {
-    Ok(Some(1))
-}
-
-fn main() {}
