@@ -210,7 +210,7 @@ impl LockGuard {
                 _ => Ok(()),
             };
         };
-        if let Some(until) = kept(&lease) {
+        if let Some(until) = lease.kept_until() {
             *released = true;
             keep_until(lease, until);
             return Ok(());
@@ -241,19 +241,13 @@ impl Drop for LockGuard {
         if *released {
             return;
         }
-        if let Some(until) = kept(&self.lease) {
+        if let Some(until) = self.lease.kept_until() {
             keep_until(Arc::clone(&self.lease), until);
             return;
         }
         watchdog::stop(&self.lease);
         release_in_background(Arc::clone(&self.lease));
     }
-}
-
-/// Until when a held `lease` is to be kept after its guard is done, if
-/// that is still ahead (`hold_at_least`).
-fn kept(lease: &LeaseState) -> Option<tokio::time::Instant> {
-    lease.kept_until()
 }
 
 /// Keeps `lease` (its watchdog renewing it) until `until`, then releases it

@@ -116,7 +116,8 @@ impl PgBouncer {
     /// cannot carry).
     pub fn listening_url(&self) -> String {
         let direct = self.postgres.postgres_url();
-        let direct: String = url_encoded(&direct);
+        let direct =
+            percent_encoding::utf8_percent_encode(&direct, percent_encoding::NON_ALPHANUMERIC);
         format!("{}&listen_url={direct}", self.postgres_url())
     }
 
@@ -139,18 +140,6 @@ impl Drop for PgBouncer {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// `text` with every byte but `A-Za-z0-9-._~` written as `%XX`.
-fn url_encoded(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The uid and gid of user `postgres` when this process runs as root.

@@ -241,11 +241,12 @@ impl Store for PostgresBackend {
         owner: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let (sql, name) = match kind {
-            LockKind::Exclusive => (&self.statements.renew, keys.lease().to_owned()),
-            _ => (&self.statements.renew_holder, keys.of_kind(kind)),
+        let sql = match kind {
+            LockKind::Exclusive => &self.statements.renew,
+            _ => &self.statements.renew_holder,
         };
-        let ttl = millis(ttl);
+        let (name, ttl) = (name_of(keys, kind), millis(ttl));
+        let name: &str = &name;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
         Ok(self.connections.query(sql, &params, true).await?.len() == 1)
     }
@@ -256,11 +257,15 @@ impl Store for PostgresBackend {
         kind: LockKind,
         owner: &str,
     ) -> Result<bool, StoreError> {
-        let (sql, name) = match kind {
-            LockKind::Exclusive => (&self.statements.release, keys.lease().to_owned()),
-            _ => (&self.statements.give, keys.of_kind(kind)),
+        let sql = match kind {
+            LockKind::Exclusive => &self.statements.release,
+            _ => &self.statements.give,
         };
-        let rows = self.connections.query(sql, &[&name, &owner], true).await?;
+        let name = name_of(keys, kind);
+        let rows = self
+            .connections
+            .query(sql, &[&&*name, &owner], true)
+            .await?;
         let live: Option<bool> = match rows.first() {
             Some(row) => column(row, 0)?,
             None => None,
@@ -280,7 +285,7 @@ impl Store for PostgresBackend {
             Wakeups::Notified(listener) => listener,
             Wakeups::Polled(poll) => return Ok(poll.subscribe()),
         };
-        let name = keys.of_kind(kind);
+        let name = name_of(keys, kind);
         match queued_owner {
             Some(owner) => listener.subscribe(&format!("{name} {owner}")),
             None => listener.subscribe(&name),
@@ -319,6 +324,15 @@ impl PostgresBackend {
                 remaining: remaining.map(from_millis),
             },
         })
+    }
+}
+
+/// The stored name of the lock of `kind` on the key: the plain lock's
+/// borrowed, with no copy on its renewals and releases.
+fn name_of(keys: &StoredKeys, kind: LockKind) -> std::borrow::Cow<'_, str> {
+    match kind {
+        LockKind::Exclusive => std::borrow::Cow::Borrowed(keys.lease()),
+        _ => std::borrow::Cow::Owned(keys.of_kind(kind)),
     }
 }
 
