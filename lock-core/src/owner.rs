@@ -10,13 +10,19 @@
 //!
 //! Threads take sequence numbers in blocks, so that taking a lock touches no
 //! counter that another thread writes.
+//!
+//! An election's candidate adds the value it publishes, percent-encoded:
+//! `<label>:<process nonce>:<pid>:<sequence>:<value>`. The store keeps it
+//! with the lease, so whoever reads the holder reads the value: nothing is
+//! stored apart that could outlive or precede the leadership.
 
 use std::cell::Cell;
 use std::fmt::Write as _;
-use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use arrayvec::ArrayString;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 /// Longest label, in bytes.
 pub const MAX_LABEL_LEN: usize = 32;
@@ -126,20 +132,47 @@ pub fn process_of(owner: &str) -> Option<String> {
     (parts.next().is_some() && pid.parse::<u32>().is_ok()).then(|| format!("{label}/pid {pid}"))
 }
 
-/// An owner value kept inline (no allocation; one is made on every lock),
-/// as a string that needs no check when read.
-#[derive(Clone, Copy)]
-pub(crate) struct Owner(ArrayString<INLINE>);
+/// Longest value an election's candidate publishes, in bytes.
+pub const MAX_VALUE_LEN: usize = 256;
+
+/// What a published value keeps as it is: letters, digits, `.`, `_` and
+/// `-`, which no store separates on (the `:` of an owner value, the `/` of
+/// a path, the `|` of a record).
+const PUBLISHED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'.').remove(b'_').remove(b'-');
+
+/// An owner value: kept inline (no allocation; one is made on every lock),
+/// or shared when it carries a published value; a string that needs no
+/// check when read.
+#[derive(Clone)]
+pub(crate) enum Owner {
+    Inline(ArrayString<INLINE>),
+    Published(Arc<str>),
+}
 
 impl Owner {
     /// A copy of `value` if it fits inline.
     pub(crate) fn copy_of(value: &str) -> Option<Owner> {
-        ArrayString::from(value).ok().map(Owner)
+        ArrayString::from(value).ok().map(Owner::Inline)
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        &self.0
+        match self {
+            Owner::Inline(inline) => inline,
+            Owner::Published(shared) => shared,
+        }
     }
+}
+
+/// `value` as an owner value carries it (`None` for no value).
+pub(crate) fn published(value: &str) -> Arc<str> {
+    utf8_percent_encode(value, PUBLISHED).to_string().into()
+}
+
+/// The value an owner value carries, if any.
+pub(crate) fn value_of(owner: &str) -> Option<String> {
+    let mut parts = owner.splitn(5, ':');
+    let encoded = parts.nth(4)?;
+    Some(percent_decode_str(encoded).decode_utf8_lossy().into_owned())
 }
 
 impl std::fmt::Debug for Owner {
@@ -148,18 +181,39 @@ impl std::fmt::Debug for Owner {
     }
 }
 
-/// A fresh owner value.
-pub(crate) fn next(prefix: &OwnerPrefix) -> Owner {
+/// A fresh owner value, carrying `published` (a value [`published`]
+/// encoded) if given.
+pub(crate) fn next(prefix: &OwnerPrefix, published: Option<&str>) -> Owner {
     let mut owner = prefix.0;
     // The prefix leaves room for 20 digits: writing cannot fail.
     let _ = write!(owner, "{}", sequence());
-    Owner(owner)
+    match published {
+        None => Owner::Inline(owner),
+        Some(value) => Owner::Published(format!("{owner}:{value}").into()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     fn next() -> super::Owner {
-        super::next(&super::OwnerPrefix::new("test-host"))
+        super::next(&super::OwnerPrefix::new("test-host"), None)
+    }
+
+    #[test]
+    fn published_values_survive_every_store_s_separators() {
+        let prefix = super::OwnerPrefix::new("test-host");
+        let value = "http://10.0.0.7:8080/a|b c%d é";
+        let encoded = super::published(value);
+        assert!(!encoded.contains([':', '/', '|', ' ']), "{encoded}");
+        let owner = super::next(&prefix, Some(&encoded));
+        assert_eq!(super::value_of(owner.as_str()).as_deref(), Some(value));
+        let pid = std::process::id();
+        assert_eq!(
+            super::process_of(owner.as_str()),
+            Some(format!("test-host/pid {pid}"))
+        );
+        assert_eq!(super::value_of(next().as_str()), None);
+        assert_eq!(super::value_of(":a:b:c:"), Some(String::new()));
     }
 
     #[test]

@@ -526,6 +526,14 @@ impl Backend for Counting {
         self.inner.subscribe(keys, kind, queued_owner)
     }
 
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        self.inner.announce(keys, kind)
+    }
+
     fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,

@@ -45,6 +45,9 @@ pub(crate) struct Acquisition {
     pub(crate) watchdog: bool,
     /// How long after the send the lease is kept at least.
     pub(crate) hold_at_least: Option<Duration>,
+    /// The value an election's candidate publishes with its lease,
+    /// encoded ([`owner::published`]).
+    pub(crate) published: Option<Arc<str>>,
 }
 
 /// Where an acquisition stands after its first step.
@@ -93,6 +96,11 @@ struct Taken {
 }
 
 impl Acquisition {
+    /// A fresh owner value for this acquisition, with the value it publishes.
+    pub(crate) fn new_owner(&self) -> Owner {
+        owner::next(self.locker.owner_prefix(), self.published.as_deref())
+    }
+
     /// What can be done at once, without a task's worth of state: the
     /// scope (a reentrant lock) and, on a store that answers in place (the
     /// memory backend), the local queue and one try at the store.
@@ -112,7 +120,7 @@ impl Acquisition {
             return Next::Queue(self);
         };
         let started = Instant::now();
-        let owner = owner::next(locker.owner_prefix());
+        let owner = self.new_owner();
         let answer = locker
             .backend()
             .try_acquire(&self.keys, self.kind, owner.as_str(), self.ttl)

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use crate::acquire::Acquisition;
 use crate::backend::retry;
-use crate::owner::{self, Owner};
+use crate::owner::Owner;
 
 /// Releases by owner value in the background if dropped while an acquire
 /// with the current owner value may have taken the lock: one on its way
@@ -27,7 +27,7 @@ impl<'a> UndoOnDrop<'a> {
     pub(crate) fn new(acquisition: &'a Acquisition) -> Self {
         UndoOnDrop {
             acquisition,
-            owner: Some(owner::next(acquisition.locker.owner_prefix())),
+            owner: Some(acquisition.new_owner()),
             sending: false,
             in_doubt: false,
         }
@@ -56,7 +56,7 @@ impl<'a> UndoOnDrop<'a> {
         let Some(owner) = self.owner.as_mut() else {
             return;
         };
-        let fresh = owner::next(self.acquisition.locker.owner_prefix());
+        let fresh = self.acquisition.new_owner();
         let owner = std::mem::replace(owner, fresh);
         let (keys, kind) = (self.acquisition.keys.clone(), self.acquisition.kind);
         let backend = Arc::clone(self.acquisition.locker.backend());

@@ -221,6 +221,21 @@ pub trait Backend: Send + Sync + 'static {
         queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>>;
 
+    /// Wakes the subscribers of the lock of `kind` on `keys` although
+    /// nothing may have been released: an election's new leader, or one
+    /// that resigned, tells those who observe it
+    /// ([`Locker::observe`](crate::Locker::observe)). A store whose
+    /// subscription hears every change of holder itself (etcd's watch,
+    /// ZooKeeper's) does nothing, as by default.
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        let _ = (keys, kind);
+        StoreFuture::ready(Ok(()))
+    }
+
     /// Waits until `wanted` replicas have `owner`'s lease of `kind` on
     /// `keys` (of `ttl`, just granted), for at most `within`, and returns
     /// how many do (0 if the lease is gone). Stores without replicas

@@ -103,6 +103,16 @@ pub trait Store: Send + Sync + 'static {
         queued_owner: Option<&'a str>,
     ) -> impl Future<Output = Result<ReleaseSignal, StoreError>> + Send + 'a;
 
+    /// [`Backend::announce`]: by default, nothing to do.
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'a {
+        let _ = (keys, kind);
+        async { Ok(()) }
+    }
+
     /// [`Backend::confirm_replicas`]: a store without replicas has
     /// nothing to confirm.
     fn confirm_replicas<'a>(
@@ -205,6 +215,14 @@ impl<S: Operators> Backend for S {
         queued_owner: Option<&'a str>,
     ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
         StoreFuture::new(Store::subscribe(self, keys, kind, queued_owner))
+    }
+
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        StoreFuture::new(Store::announce(self, keys, kind))
     }
 
     fn confirm_replicas<'a>(

@@ -6,6 +6,7 @@ mod future;
 pub use self::future::LockFuture;
 
 use std::future::IntoFuture;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::Acquisition;
@@ -51,6 +52,8 @@ pub struct LockRequest {
     keys: Result<StoredKeys, Box<LockError>>,
     kind: LockKind,
     options: LockOptions,
+    /// The value an election's candidate publishes, encoded.
+    published: Option<Arc<str>>,
 }
 
 impl LockRequest {
@@ -60,6 +63,7 @@ impl LockRequest {
             keys: StoredKeys::new(&config.namespace, key).map_err(Box::new),
             kind: LockKind::Exclusive,
             options: LockOptions::default(),
+            published: None,
             locker,
         }
     }
@@ -116,6 +120,13 @@ impl LockRequest {
     /// The options `options` sets, over those set before.
     pub fn options(mut self, options: LockOptions) -> Self {
         self.options = options.over(self.options);
+        self
+    }
+
+    /// Publishes `value` with the lease (an election's candidate): it is
+    /// part of the owner value, so whoever reads the holder reads it.
+    pub(crate) fn publish(mut self, value: Arc<str>) -> Self {
+        self.published = Some(value);
         self
     }
 
@@ -211,6 +222,7 @@ impl LockRequest {
             wait: settings.wait,
             watchdog: settings.watchdog,
             hold_at_least: settings.hold_at_least,
+            published: self.published,
         })
     }
 }

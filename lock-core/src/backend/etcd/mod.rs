@@ -258,7 +258,7 @@ impl Store for EtcdBackend {
         let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
         match entry {
             Some(entry) => waiting::wait_ahead(client, timeout, names, kind, entry.revision).await,
-            None => waiting::deletes_under(client, timeout, names.ahead(kind)).await,
+            None => waiting::changes_under(client, timeout, names.ahead(kind)).await,
         }
     }
 

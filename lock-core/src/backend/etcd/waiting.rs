@@ -79,36 +79,48 @@ async fn watch_for(
 ) -> Result<Option<WatchStream>, StoreError> {
     match behind {
         Behind::Nothing => Ok(None),
-        Behind::Delete { key, prefix, seen } => open(client, timeout, &key, prefix, Some(seen + 1))
-            .await
-            .map(Some),
+        Behind::Delete { key, prefix, seen } => open(
+            client,
+            timeout,
+            &key,
+            prefix,
+            Events::Deletes,
+            Some(seen + 1),
+        )
+        .await
+        .map(Some),
     }
 }
 
-/// Tells of every delete under `prefix` from now on (for waiters with no
-/// entry); active when returned.
-pub(super) async fn deletes_under(
+/// Tells of every change under `prefix` from now on, an entry made or
+/// removed (for waiters with no entry, and observers, who hear a new
+/// leader's entry too); active when returned.
+pub(super) async fn changes_under(
     client: Client,
     timeout: Duration,
     prefix: String,
 ) -> Result<ReleaseSignal, StoreError> {
-    let mut stream = open(&client, timeout, &prefix, true, None).await?;
+    let mut stream = open(&client, timeout, &prefix, true, Events::All, None).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
         while let Ok(Some(reply)) = stream.message().await {
             if reply.canceled() {
                 return;
             }
-            if reply
-                .events()
-                .iter()
-                .any(|e| e.event_type() == EventType::Delete)
-            {
+            if !reply.events().is_empty() {
                 told.send_modify(|n| *n += 1);
             }
         }
     });
     Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
+}
+
+/// The events a watch reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Events {
+    Deletes,
+    /// Puts too.
+    All,
 }
 
 /// What the waiter at `revision` waits for now.
@@ -186,9 +198,13 @@ async fn open(
     timeout: Duration,
     key: &str,
     prefix: bool,
+    events: Events,
     from: Option<i64>,
 ) -> Result<WatchStream, StoreError> {
-    let mut options = WatchOptions::new().with_filters([WatchFilterType::NoPut]);
+    let mut options = WatchOptions::new();
+    if events == Events::Deletes {
+        options = options.with_filters([WatchFilterType::NoPut]);
+    }
     if prefix {
         options = options.with_prefix();
     }

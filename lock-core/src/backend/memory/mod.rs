@@ -322,6 +322,15 @@ impl Backend for MemoryBackend {
         })
     }
 
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        _: LockKind,
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        self.lock_state(keys).publish(keys);
+        StoreFuture::ready(Ok(()))
+    }
+
     /// One signal per key: a process's line has a single head at the store.
     fn subscribe<'a>(
         &'a self,

@@ -113,6 +113,7 @@ struct Statements {
     acquire: Sql,
     renew: Sql,
     release: Sql,
+    announce: Sql,
     take: Sql,
     renew_holder: Sql,
     give: Sql,
@@ -127,6 +128,7 @@ impl Statements {
             acquire: schema.acquire(),
             renew: schema.renew(),
             release: schema.release(),
+            announce: schema.announce(),
             take: schema.take(),
             renew_holder: schema.renew_holder(),
             give: schema.give(),
@@ -271,6 +273,15 @@ impl Store for PostgresBackend {
             None => None,
         };
         Ok(live == Some(true))
+    }
+
+    async fn announce(&self, keys: &StoredKeys, kind: LockKind) -> Result<(), StoreError> {
+        let name = name_of(keys, kind);
+        let sql = &self.statements.announce;
+        self.connections
+            .query(sql, &[&&*name], true)
+            .await
+            .map(drop)
     }
 
     async fn subscribe(

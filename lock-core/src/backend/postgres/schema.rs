@@ -588,6 +588,16 @@ $$;
         }
     }
 
+    /// Wakes the waiters and observers of the lock `$1`, as a release
+    /// does.
+    pub(super) fn announce(&self) -> Sql {
+        let text = format!("SELECT pg_notify('{}', $1)", self.name);
+        Sql {
+            text,
+            types: &[Type::TEXT],
+        }
+    }
+
     /// The live holders and queue entries of the plain lock `$1` and of
     /// the locks `$2` (the key's other kinds): mode (`x` for the plain
     /// lock), owner, token (0 for a queue entry), ms left, ms since taken,

@@ -322,6 +322,16 @@ where
         }
     }
 
+    /// A message on the lock's release channel, as a release sends.
+    async fn announce<'a>(&'a self, keys: &'a StoredKeys, _: LockKind) -> Result<(), StoreError> {
+        let mut publish = redis::cmd(self.publish.command());
+        publish.arg(channel(keys)).arg("1");
+        let publish = &publish;
+        self.bounded(|mut conn| async move { publish.query_async::<i64>(&mut conn).await })
+            .await
+            .map(drop)
+    }
+
     /// `WAIT` on a connection of its own, after a renewal of the lease
     /// there, so that no other lock of the Locker waits behind it (see
     /// `wait.rs`).

@@ -329,6 +329,25 @@ impl Store for RedLockBackend {
         }
     }
 
+    /// On every master: an observer subscribes on each.
+    async fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+    ) -> Result<(), StoreError> {
+        let bound = SUBSCRIBE_BOUND.min(self.timeout);
+        let announce = |backend: &'a RedisBackend| Backend::announce(backend, keys, kind);
+        let told = self.on_masters(&self.masters, bound, announce).await;
+        let mut failure = None;
+        for outcome in told {
+            match outcome {
+                Ok(()) => return Ok(()),
+                Err(err) => failure = Some(err),
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
     fn describe(&self) -> String {
         format!(
             "redlock over {} masters (quorum {})",

@@ -50,20 +50,27 @@ pub(super) async fn wait_ahead(
 }
 
 /// Tells of every change of the children of `parent` from now on (for
-/// waiters with no node); active when returned.
+/// waiters with no node, and observers); active when returned. A watch
+/// fires once: the children read with the next one are compared with the
+/// last, so that a change between the two is told too.
 pub(super) async fn changes_under(
     client: Client,
     timeout: Duration,
     parent: String,
 ) -> Result<ReleaseSignal, StoreError> {
-    let mut watcher = watch_children(&client, timeout, &parent).await?;
+    let (mut seen, mut watcher) = watch_children(&client, timeout, &parent).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
         loop {
             watcher.changed().await;
             told.send_modify(|n| *n += 1);
             match watch_children(&client, timeout, &parent).await {
-                Ok(next) => watcher = next,
+                Ok((now, next)) => {
+                    if now != seen {
+                        told.send_modify(|n| *n += 1);
+                    }
+                    (seen, watcher) = (now, next);
+                }
                 Err(_) => return,
             }
         }
@@ -71,17 +78,21 @@ pub(super) async fn changes_under(
     Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
-/// A watch on the children of `parent` (or on its creation, if it is gone).
+/// The children of `parent` (none if it is gone), sorted, and a watch on
+/// them (or on its creation).
 async fn watch_children(
     client: &Client,
     timeout: Duration,
     parent: &str,
-) -> Result<OneshotWatcher, StoreError> {
+) -> Result<(Vec<String>, OneshotWatcher), StoreError> {
     match bounded(timeout, false, client.list_and_watch_children(parent)).await {
-        Ok((_, watcher)) => Ok(watcher),
+        Ok((mut children, watcher)) => {
+            children.sort_unstable();
+            Ok((children, watcher))
+        }
         Err(err) if super::queue::zk_no_node(&err) => {
             let (_, watcher) = bounded(timeout, false, client.check_and_watch_stat(parent)).await?;
-            Ok(watcher)
+            Ok((Vec::new(), watcher))
         }
         Err(err) => Err(err),
     }
