@@ -120,6 +120,7 @@ pub mod backend;
 mod builder;
 mod connect;
 mod deadline;
+mod election;
 mod error;
 pub mod fence;
 mod global;
@@ -143,6 +144,7 @@ mod telemetry;
 mod token;
 
 pub use builder::LockerBuilder;
+pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{LockError, LossReason, Operation};
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
@@ -158,6 +160,7 @@ pub use locker::{
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
 pub use options::LockOptions;
+pub use owner::MAX_VALUE_LEN;
 pub use request::LockFuture;
 pub use request::{LockRequest, MAX_PERMITS_OR_SEGMENTS};
 pub use scope::Scoped;

@@ -81,6 +81,15 @@ pub(crate) struct LeaseParts {
 }
 
 impl LeaseState {
+    /// Wakes the key's subscribers ([`Backend::announce`]): an election's
+    /// leader tells its observers that it began or ended.
+    pub(crate) async fn announce(&self) {
+        if let Err(err) = self.backend.announce(&self.keys, self.kind).await {
+            // Observers still look again when the lease would end.
+            tracing::debug!(key = %self.keys.user(), error = %err, "announcing a change of leader failed");
+        }
+    }
+
     pub(crate) fn new(parts: LeaseParts) -> Arc<Self> {
         Arc::new(LeaseState {
             backend: parts.backend,

@@ -9,12 +9,14 @@ use lock_core::{FencingToken, LockError, LockRequest, Locker};
 use lock_testkit::{TestStore, assert_lost};
 use tokio::time::Instant;
 
+mod election;
 mod fair;
 mod inspect;
 mod multi;
 mod rw;
 mod semaphore;
 mod striped;
+pub use election::*;
 pub use fair::*;
 pub use inspect::*;
 pub use multi::*;
