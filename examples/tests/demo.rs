@@ -263,3 +263,48 @@ fn the_scheduled_job_runs_once_per_tick() {
     assert_eq!(out.matches(": skipped on ").count(), 6, "{out}");
     assert!(!out.contains("failed"), "{out}");
 }
+
+/// The relay runs on one replica at a time: replica-a's batches, then,
+/// once it stops, replica-b's under a higher token; the observer told both
+/// leaders in that order.
+#[test]
+fn the_outbox_relay_runs_on_one_leader_and_hands_over() {
+    let out = run_example("leader", &[], None);
+    let sent: Vec<(&str, u64)> = out
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(" sent batch ")?;
+            let token = rest.rsplit(' ').next()?.parse().ok()?;
+            Some((name, token))
+        })
+        .collect();
+    let mut terms = sent.clone();
+    terms.dedup();
+    assert_eq!(
+        terms.iter().map(|t| t.0).collect::<Vec<_>>(),
+        ["replica-a", "replica-b"],
+        "not one leader after the other: {out}"
+    );
+    assert!(terms[0].1 < terms[1].1, "{out}");
+    let told: Vec<String> = out
+        .lines()
+        .filter(|line| line.starts_with("leader: replica-"))
+        .map(|line| format!("{} {}", terms_name(line), token_of(line)))
+        .collect();
+    let expected: Vec<String> = terms.iter().map(|(n, t)| format!("{n} {t}")).collect();
+    assert_eq!(told, expected, "{out}");
+}
+
+fn terms_name(line: &str) -> &str {
+    line.trim_start_matches("leader: ")
+        .split(' ')
+        .next()
+        .unwrap_or_default()
+}
+
+fn token_of(line: &str) -> &str {
+    line.rsplit("token ")
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(')')
+}

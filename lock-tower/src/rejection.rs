@@ -33,6 +33,14 @@ pub enum Rejection {
         /// What is wrong with it.
         reason: String,
     },
+    /// The lock was held and the layer skips instead of waiting
+    /// ([`LockLayer::if_held_skip`](crate::LockLayer::if_held_skip)): the
+    /// handler did not run, since another request (or replica) is doing
+    /// its work.
+    Skipped {
+        /// The lock key.
+        key: String,
+    },
     /// The lease was lost while the handler ran; the handler was stopped.
     Lost {
         /// The lock key.
@@ -45,6 +53,7 @@ pub enum Rejection {
 /// gRPC status codes used by the default answers.
 mod grpc_code {
     pub(super) const INVALID_ARGUMENT: u8 = 3;
+    pub(super) const ALREADY_EXISTS: u8 = 6;
     pub(super) const ABORTED: u8 = 10;
     pub(super) const UNAVAILABLE: u8 = 14;
 }
@@ -54,6 +63,7 @@ impl Rejection {
     pub fn http_status(&self) -> StatusCode {
         match self {
             Rejection::Contended { .. } => StatusCode::LOCKED,
+            Rejection::Skipped { .. } => StatusCode::CONFLICT,
             Rejection::Unavailable { .. } | Rejection::Lost { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -65,6 +75,7 @@ impl Rejection {
     pub fn grpc_code(&self) -> u8 {
         match self {
             Rejection::Contended { .. } => grpc_code::ABORTED,
+            Rejection::Skipped { .. } => grpc_code::ALREADY_EXISTS,
             Rejection::Unavailable { .. } | Rejection::Lost { .. } => grpc_code::UNAVAILABLE,
             Rejection::InvalidKey { .. } => grpc_code::INVALID_ARGUMENT,
         }
@@ -78,7 +89,7 @@ impl Rejection {
                     .map(|s| s.max(1))
             }
             Rejection::Unavailable { .. } | Rejection::Lost { .. } => Some(1),
-            Rejection::InvalidKey { .. } => None,
+            Rejection::InvalidKey { .. } | Rejection::Skipped { .. } => None,
         }
     }
 
@@ -89,6 +100,9 @@ impl Rejection {
                 "lock `{key}` is held by another request; retry in {}s",
                 retry_after.as_secs().max(1)
             ),
+            Rejection::Skipped { key } => {
+                format!("lock `{key}` is held: this work is being done elsewhere; skipped")
+            }
             Rejection::Unavailable { error, .. } => error.to_string(),
             Rejection::InvalidKey { reason } => format!("cannot lock this request: {reason}"),
             Rejection::Lost { key, token } => format!(
@@ -97,9 +111,13 @@ impl Rejection {
         }
     }
 
-    /// Sorts a lock-core error into a rejection.
-    pub(crate) fn from_error(key: &str, error: LockError) -> Self {
+    /// Sorts a lock-core error into a rejection: a held lock is `Skipped`
+    /// when the layer skips.
+    pub(crate) fn from_error(key: &str, error: LockError, skips: bool) -> Self {
         match error {
+            LockError::WaitTimeout { .. } if skips => Rejection::Skipped {
+                key: key.to_owned(),
+            },
             LockError::WaitTimeout {
                 holder_expires_in, ..
             } => Rejection::Contended {
@@ -161,9 +179,9 @@ where
 }
 
 /// The default answers: `423 Locked` with `Retry-After` for contention,
-/// `503` for an unreachable store or a lost lease, `400` for a bad key; for
-/// gRPC a trailers-only response with `ABORTED`, `UNAVAILABLE` or
-/// `INVALID_ARGUMENT`.
+/// `409 Conflict` for a skip, `503` for an unreachable store or a lost
+/// lease, `400` for a bad key; for gRPC a trailers-only response with
+/// `ABORTED`, `ALREADY_EXISTS`, `UNAVAILABLE` or `INVALID_ARGUMENT`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRejection;
 
@@ -206,6 +224,18 @@ pub fn grpc_rejection(code: u8, message: &str) -> Response<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skip_is_409_or_already_exists_without_retry_after() {
+        let skipped = || Rejection::Skipped {
+            key: "job:report".into(),
+        };
+        let response = DefaultRejection.reject(skipped(), Protocol::Http);
+        assert_eq!(response.status(), StatusCode::CONFLICT);
+        assert!(response.headers().get(RETRY_AFTER).is_none());
+        let response = DefaultRejection.reject(skipped(), Protocol::Grpc);
+        assert_eq!(response.headers()["grpc-status"], "6");
+    }
 
     #[test]
     fn contention_is_423_with_retry_after() {

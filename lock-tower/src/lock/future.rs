@@ -71,6 +71,8 @@ pub(crate) struct Answer<R> {
     pub(crate) key: String,
     pub(crate) reject: R,
     pub(crate) protocol: Protocol,
+    /// The layer skips held locks.
+    pub(crate) skips: bool,
 }
 
 impl<R: Reject> Answer<R> {
@@ -227,7 +229,7 @@ where
         Ok(guard) => guard,
         Err(error) => {
             tracing::debug!(key = %answer.key, %error, "request not locked");
-            let rejection = Rejection::from_error(&answer.key, error);
+            let rejection = Rejection::from_error(&answer.key, error, answer.skips);
             return State::Ready {
                 response: Some(answer.reject(rejection)),
             };

@@ -67,9 +67,44 @@ impl<K, R> LockLayer<K, R> {
     }
 
     /// How long a request waits for a held lock before it is rejected
-    /// (default: the Locker's; zero: try once).
+    /// (default: the Locker's; zero: try once). Ignored by a layer that
+    /// [skips](Self::if_held_skip).
     pub fn wait(mut self, wait: Duration) -> Self {
+        if self.settings.skips {
+            return self;
+        }
         self.settings.options.wait = Some(wait);
+        self
+    }
+
+    /// Never waits: a request whose lock is held is answered at once with
+    /// [`Rejection::Skipped`](crate::Rejection::Skipped) (by default `409
+    /// Conflict`, gRPC `ALREADY_EXISTS`; [`rejection`](Self::rejection)
+    /// replaces it), and its handler does not run. For work that one
+    /// replica of many should do, such as a job a scheduler triggers over
+    /// HTTP on every replica.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    /// use lock_tower::{KeyFrom, LockLayer};
+    /// use std::time::Duration;
+    ///
+    /// let layer = LockLayer::new(Locker::memory(), KeyFrom::path("/jobs/{name}", "job:<name>"))
+    ///     .if_held_skip()
+    ///     .hold_at_least(Duration::from_secs(60));
+    /// # let _ = layer;
+    /// ```
+    pub fn if_held_skip(mut self) -> Self {
+        self.settings.skips = true;
+        self.settings.options.wait = Some(Duration::ZERO);
+        self
+    }
+
+    /// Keeps each request's lease at least `hold` after it was taken, even
+    /// if the handler is done sooner (see
+    /// [`LockRequest::hold_at_least`](lock_core::LockRequest::hold_at_least)).
+    pub fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.settings.options.hold_at_least = Some(hold);
         self
     }
 

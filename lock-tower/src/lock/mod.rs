@@ -41,6 +41,8 @@ pub(crate) struct Settings {
     pub(crate) options: LockOptions,
     pub(crate) on_lost: OnLost,
     pub(crate) mode: Mode,
+    /// A held lock is answered with [`Rejection::Skipped`](crate::Rejection::Skipped) at once.
+    pub(crate) skips: bool,
 }
 
 /// Which lock a request takes.

@@ -82,6 +82,7 @@ where
             key,
             reject: self.reject.clone(),
             protocol,
+            skips: self.settings.skips,
         };
         let on_lost = self.settings.on_lost;
         // A lock to be had at once (an uncontended one on an in-process

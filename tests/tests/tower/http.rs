@@ -172,6 +172,74 @@ async fn contention_is_answered_with_423_and_retry_after() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// A job triggered on every replica: with `if_held_skip` the first request
+/// runs it, one while it runs or within its `hold_at_least` is answered
+/// 409 at once without entering the handler, and one after runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skipping_layer_answers_409_without_running_the_handler() {
+    let locker = Locker::memory();
+    let runs = Arc::new(AtomicU64::new(0));
+    let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let job = {
+        let (runs, entered, release) = (runs.clone(), entered.clone(), release.clone());
+        move || async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            entered.notify_one();
+            release.notified().await;
+            "done"
+        }
+    };
+    let hold = Duration::from_millis(400);
+    let layer = LockLayer::new(locker.clone(), KeyFrom::path("/jobs/{name}", "job:<name>"))
+        .wait(Duration::from_secs(5))
+        .if_held_skip()
+        .hold_at_least(hold);
+    let app = Router::new().route("/jobs/{name}", post(job)).layer(layer);
+    let addr = serve(app).await;
+    let url = format!("http://{addr}/jobs/report");
+    let first = {
+        let url = url.clone();
+        tokio::spawn(async move { call(&client(), "POST", url).await })
+    };
+    entered.notified().await;
+    let started = std::time::Instant::now();
+    let (status, headers, body) = call(&client(), "POST", url.clone()).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(headers.get("retry-after").is_none());
+    assert!(
+        body.contains("`job:report`") && body.contains("skipped"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the skip waited"
+    );
+    release.notify_one();
+    assert_eq!(first.await.unwrap().0, StatusCode::OK);
+    // Done, but held at least `hold` after it was taken: still skipped.
+    let (status, _, _) = call(&client(), "POST", url.clone()).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "a skipped request ran the job"
+    );
+    // Once the hold is over the next trigger runs it (the lock is free again).
+    locker
+        .lock("job:report")
+        .wait(hold * 4)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let second = tokio::spawn(async move { call(&client(), "POST", url).await });
+    entered.notified().await;
+    release.notify_one();
+    assert_eq!(second.await.unwrap().0, StatusCode::OK);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
 /// A streaming body whose chunks the test sends.
 async fn streaming(State(chunks): State<Arc<Mutex<Option<mpsc::Receiver<Bytes>>>>>) -> Body {
     let rx = chunks
