@@ -163,16 +163,23 @@ impl Owner {
     }
 }
 
-/// `value` as an owner value carries it (`None` for no value).
+/// `value` as an owner value carries it.
 pub(crate) fn published(value: &str) -> Arc<str> {
     utf8_percent_encode(value, PUBLISHED).to_string().into()
 }
 
-/// The value an owner value carries, if any.
+/// The value an owner value made here carries, if any.
 pub(crate) fn value_of(owner: &str) -> Option<String> {
     let mut parts = owner.splitn(5, ':');
-    let encoded = parts.nth(4)?;
-    Some(percent_decode_str(encoded).decode_utf8_lossy().into_owned())
+    let (_, _, pid, sequence, encoded) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    (pid.parse::<u32>().is_ok() && sequence.parse::<u64>().is_ok())
+        .then(|| percent_decode_str(encoded).decode_utf8_lossy().into_owned())
 }
 
 impl std::fmt::Debug for Owner {
@@ -213,7 +220,9 @@ mod tests {
             Some(format!("test-host/pid {pid}"))
         );
         assert_eq!(super::value_of(next().as_str()), None);
-        assert_eq!(super::value_of(":a:b:c:"), Some(String::new()));
+        assert_eq!(super::value_of("l:n:1:2:"), Some(String::new()));
+        // Another tool's owner value is not read as carrying one.
+        assert_eq!(super::value_of("a:b:c:d:e"), None);
     }
 
     #[test]

@@ -13,6 +13,21 @@ use crate::token::FencingToken;
 
 /// The leader of an election, read from the store by [`Locker::leader`]
 /// and [`Locker::observe`] without campaigning.
+///
+/// ```
+/// use lock_core::{LockError, Locker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// let locker = Locker::builder().label("node-a").memory()?;
+/// let leadership = locker.election("scheduler").value("10.0.0.7:8080").await?;
+/// let leader = locker.leader("scheduler").await?.expect("node-a leads");
+/// assert_eq!(leader.label.as_deref(), Some("node-a"));
+/// assert_eq!(leader.value.as_deref(), Some("10.0.0.7:8080"));
+/// assert_eq!(leader.token, leadership.token());
+/// # leadership.resign().await
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Leader {
@@ -20,6 +35,9 @@ pub struct Leader {
     pub key: String,
     /// The leadership's owner value: one per term.
     pub owner: String,
+    /// The leading Locker's [`label`](crate::LockerBuilder::label) (the host
+    /// name by default); `None` for an owner value lock-core did not make.
+    pub label: Option<String>,
     /// The process that leads, `<label>/pid <pid>`; `None` for an owner
     /// value lock-core did not make.
     pub process: Option<String>,
@@ -35,9 +53,12 @@ pub struct Leader {
 
 impl Leader {
     fn of(key: &str, holder: Holder) -> Self {
+        let process = holder.process();
+        let label = process.as_ref().and(holder.owner.split(':').next());
         Leader {
             key: key.to_owned(),
-            process: holder.process(),
+            label: label.map(str::to_owned),
+            process,
             value: owner::value_of(&holder.owner),
             owner: holder.owner,
             token: holder.token,

@@ -7,10 +7,12 @@
 //! (`owner.rs`), so it lives and ends with the leadership on every store.
 
 mod leader;
+mod leadership;
 mod observe;
 mod run;
 
 pub use self::leader::Leader;
+pub use self::leadership::Leadership;
 pub use self::observe::LeaderChanges;
 
 use std::future::{Future, IntoFuture};
@@ -19,13 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::LockError;
-use crate::guard::LockGuard;
-use crate::lease::Lease;
 use crate::locker::Locker;
 use crate::options::LockOptions;
 use crate::owner::{self, MAX_VALUE_LEN};
-use crate::scope::Scoped;
-use crate::token::FencingToken;
 
 /// How long a campaign waits when no wait is set: in effect, until it
 /// leads (or is dropped).
@@ -97,7 +95,8 @@ impl Election {
         if let Some(value) = &self.value {
             if value.len() > MAX_VALUE_LEN {
                 let why = format!(
-                    "is {} bytes for the election on `{}`; at most {MAX_VALUE_LEN} are published",
+                    "is {} bytes for the election on `{}`; at most {MAX_VALUE_LEN} are published: \
+                     publish an id or an address, and keep the rest where it points",
                     value.len(),
                     LockError::shown(&self.key)
                 );
@@ -106,11 +105,10 @@ impl Election {
             request = request.publish(owner::published(value));
         }
         let guard = request.await?;
-        guard.lease.announce().await;
-        Ok(Leadership {
-            guard: Some(guard),
-            value: self.value.clone().map(Arc::from),
-        })
+        // Observers are told in the background: the leader need not wait.
+        let lease = Arc::clone(&guard.lease);
+        tokio::spawn(async move { lease.announce().await });
+        Ok(Leadership::new(guard, self.value.as_deref()))
     }
 }
 
@@ -123,117 +121,26 @@ impl IntoFuture for Election {
     }
 }
 
-/// The leadership of a key: a lease with the usual watchdog, its fencing
-/// token and a loss signal, and the value it published. Dropping it
-/// resigns in the background.
-///
-/// Pass [`token`](Self::token) to every write the leader makes: a leader
-/// that paused past its lease is then refused by the store it writes to,
-/// even if it has not yet heard that it lost ([`lost`](Self::lost)).
-#[must_use = "dropping a Leadership resigns at once"]
-pub struct Leadership {
-    /// `None` once resigned.
-    guard: Option<LockGuard>,
-    value: Option<Arc<str>>,
-}
-
-impl Leadership {
-    fn guard(&self) -> &LockGuard {
-        self.guard.as_ref().expect("held until resigned or dropped")
-    }
-
-    /// The election's key.
-    pub fn key(&self) -> &str {
-        self.guard().key()
-    }
-
-    /// The fencing token of this term: higher than every earlier leader's.
-    pub fn token(&self) -> FencingToken {
-        self.guard().token()
-    }
-
-    /// The value published with the leadership.
-    pub fn value(&self) -> Option<&str> {
-        self.value.as_deref()
-    }
-
-    /// Whether it still leads: not lost, not resigned, within the local
-    /// deadline of its lease.
-    pub fn is_held(&self) -> bool {
-        self.guard().is_held()
-    }
-
-    /// Resolves with [`LockError::Lost`] when the leadership is lost (see
-    /// [`LockGuard::lost`]); never if it is resigned.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only observes.
-    pub fn lost(&self) -> impl Future<Output = LockError> + Send + 'static {
-        self.guard().lost()
-    }
-
-    /// A cloneable view of the lease (key, token, state, loss signal).
-    pub fn lease(&self) -> Lease {
-        self.guard().lease()
-    }
-
-    /// Runs `body` as the holder of the election's lock: inside it,
-    /// [`FencingToken::current`] is this term's token.
-    pub fn scope<F: Future>(&self, body: F) -> Scoped<F> {
-        self.guard().scope(body)
-    }
-
-    /// Gives the leadership up at once: a waiting candidate leads within a
-    /// round trip, and observers hear of it. [`LockError::Lost`] if it had
-    /// been lost already.
-    ///
-    /// # Cancel safety
-    /// If dropped before it completes, the resignation goes on in the
-    /// background.
-    pub async fn resign(mut self) -> Result<(), LockError> {
-        let guard = self.guard.take().expect("held until resigned or dropped");
-        resign(guard).await
-    }
-}
-
-/// Releases `guard`, then tells the key's observers.
-async fn resign(guard: LockGuard) -> Result<(), LockError> {
-    let lease = Arc::clone(&guard.lease);
-    let released = guard.release().await;
-    lease.announce().await;
-    released
-}
-
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        let Some(guard) = self.guard.take() else {
-            return;
-        };
-        // Without a runtime the guard's own drop gives the lease back.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = resign(guard).await;
-            });
-        }
-    }
-}
-
-impl std::fmt::Debug for Leadership {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut out = f.debug_struct("Leadership");
-        if let Some(guard) = &self.guard {
-            out.field("key", &guard.key())
-                .field("token", &guard.token());
-        }
-        out.field("value", &self.value).finish()
-    }
-}
-
 /// Elections.
 impl Locker {
     /// A campaign for the leadership of `key`: set `.value`, `.ttl`,
     /// `.wait` and await it, or run a body while leading with
     /// [`Election::run_as_leader`]. The key is the election's plain lock.
+    ///
+    /// ```
+    /// use lock_core::{LockError, Locker};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let locker = Locker::memory();
+    /// let leader = locker.election("scheduler").await?;
+    /// // Another candidate that will not wait long.
+    /// let other = locker.election("scheduler").wait(Duration::from_millis(10)).await;
+    /// assert!(matches!(other, Err(LockError::WaitTimeout { .. })));
+    /// leader.resign().await
+    /// # }
+    /// ```
     pub fn election(&self, key: impl AsRef<str>) -> Election {
         Election {
             locker: self.clone(),

@@ -18,10 +18,15 @@ use crate::election::Leader;
 use crate::error::{LockError, Operation};
 use crate::keys::StoredKeys;
 use crate::locker::Locker;
+use crate::token::FencingToken;
 
 /// Past the end of a lease the store reported, before the observer looks
 /// again (the store's clock may run a little behind this host's).
 const PAST_THE_LEASE: Duration = Duration::from_millis(10);
+
+/// The least time before the observer looks again unless told of a change
+/// (etcd reports time left in whole seconds: zero for the last one).
+const AT_LEAST: Duration = Duration::from_millis(100);
 
 /// The changes of leader of an election ([`Locker::observe`]): the leader
 /// at first (`None` if nobody leads), then each new one in order, or
@@ -30,6 +35,25 @@ const PAST_THE_LEASE: Duration = Duration::from_millis(10);
 /// A transient store error is not an item: the observer looks again
 /// shortly. A permanent one (a refused subscription or read, a bad key)
 /// is the last item.
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use lock_core::{LockError, Locker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// let locker = Locker::memory();
+/// let mut changes = locker.observe("scheduler");
+/// let leadership = locker.election("scheduler").value("node-a").await?;
+/// while let Some(change) = changes.next().await {
+///     if let Some(leader) = change? {
+///         assert_eq!(leader.value.as_deref(), Some("node-a"));
+///         break;
+///     }
+/// }
+/// # leadership.resign().await
+/// # }
+/// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct LeaderChanges {
     changes: Pin<Box<dyn Stream<Item = Result<Option<Leader>, LockError>> + Send>>,
@@ -56,8 +80,9 @@ struct Observer {
     signal: Option<ReleaseSignal>,
     /// The store has no channel (subscribing failed for good).
     no_channel: bool,
-    /// The owner value of the leader last told (`Some(None)`: nobody).
-    told: Option<Option<String>>,
+    /// The owner value and token of the leader last told (`Some(None)`:
+    /// nobody).
+    told: Option<Option<(String, FencingToken)>>,
     /// When to look again unless told of a change sooner.
     look_again: Option<Instant>,
 }
@@ -83,12 +108,12 @@ impl Observer {
                 }
             };
             let left = leader.as_ref().and_then(|l| l.remaining).unwrap_or(ttl);
-            self.look_again = Some(Instant::now() + left + PAST_THE_LEASE);
-            // A change of leader is a change of owner value (on etcd, a leader's
-            // token can rise once after it is first read: see `Leader::token`).
-            let owner = leader.as_ref().map(|l| l.owner.clone());
-            if self.told.as_ref() != Some(&owner) {
-                self.told = Some(owner);
+            self.look_again = Some(Instant::now() + (left + PAST_THE_LEASE).max(AT_LEAST));
+            // On etcd a leader's token can rise once after it is first read
+            // (see `Leader::token`): it is told again then.
+            let term = leader.as_ref().map(|l| (l.owner.clone(), l.token));
+            if self.told.as_ref() != Some(&term) {
+                self.told = Some(term);
                 return Ok(leader);
             }
         }
@@ -140,7 +165,9 @@ impl Locker {
     /// first, then each change, woken by the store's release channel or
     /// watch and by the end of the leader's lease, never by polling faster
     /// than the lease. A leader whose term is shorter than a read of the
-    /// store may be missed; those seen come in order.
+    /// store may be missed; those seen come in order. Where waiters poll
+    /// (PgBouncer without a `listen_url`), observers read as often; on etcd
+    /// a waiting candidate's refresh of its entry is a change to read too.
     ///
     /// ```
     /// use futures_util::StreamExt;
@@ -159,8 +186,8 @@ impl Locker {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn observe(&self, key: impl AsRef<str>) -> LeaderChanges {
-        let (locker, key) = (self.clone(), key.as_ref());
+    pub fn observe(&self, key: &str) -> LeaderChanges {
+        let locker = self.clone();
         let first = StoredKeys::new(self.namespace(), key).map(|keys| Observer {
             locker,
             keys,

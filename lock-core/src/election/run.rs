@@ -27,16 +27,18 @@ impl Election {
     /// Campaigns, runs `body` while leading, and campaigns again when the
     /// term ends, for as long as the returned future is polled. It returns
     /// only on an error a campaign cannot outwait (a bad key or value, a
-    /// store that refuses the lock); a store that is down is waited out.
+    /// store that refuses the lock, the wait the caller set); a store that
+    /// is down is waited out, campaigning again every ttl/3.
     ///
     /// - `body` gets the term's [`Lease`] (token, loss signal) and runs in
     ///   its scope ([`FencingToken::current`](crate::FencingToken::current)
     ///   is the term's token).
     /// - The moment the leadership is lost, `body` is dropped (cancelled
     ///   at its next await), and the campaign starts again.
-    /// - When `body` returns, the leadership is resigned; after an error or
-    ///   a panic (logged), it also steps back for a ttl, so that another
-    ///   candidate leads before it campaigns again.
+    /// - When `body` returns, the leadership is resigned and the campaign
+    ///   starts again at once (so a body that should lead for good loops
+    ///   inside); after an error or a panic (logged), it also steps back for
+    ///   a ttl, so that another candidate leads before it campaigns again.
     ///
     /// ```
     /// use lock_core::{LockError, Locker};
@@ -62,9 +64,21 @@ impl Election {
         E: Display,
     {
         loop {
-            // A campaign waits out outages; what it returns cannot be waited out
-            // (or is the wait the caller bounded).
-            let leadership = self.campaign().await?;
+            let ttl = self.options.ttl.unwrap_or(self.locker.default_ttl());
+            let leadership = match self.campaign().await {
+                Ok(leadership) => leadership,
+                // A store down, or too busy for now: campaign again in a while.
+                Err(
+                    err @ (LockError::Unavailable { .. }
+                    | LockError::TooManyWaiters { .. }
+                    | LockError::ReplicasNotConfirmed { .. }),
+                ) => {
+                    tracing::warn!(key = %self.key, error = %err, "campaigning failed; trying again");
+                    tokio::time::sleep(ttl / 3).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
             let lost = leadership.lost();
             let term = leadership.scope(body(leadership.lease()));
             let ended = tokio::select! {
@@ -97,7 +111,7 @@ impl Election {
                 tracing::debug!(%key, %token, error = %err, "resigning failed");
             }
             if step_back {
-                tokio::time::sleep(self.options.ttl.unwrap_or(self.locker.default_ttl())).await;
+                tokio::time::sleep(ttl).await;
             }
         }
     }
@@ -106,6 +120,26 @@ impl Election {
 impl Locker {
     /// [`Election::run_as_leader`] on the election on `key`, with the
     /// Locker's ttl and no published value.
+    ///
+    /// ```
+    /// use lock_core::{LockError, Locker};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let locker = Locker::memory();
+    /// let relay = locker.run_as_leader("outbox-relay", |term| async move {
+    ///     loop {
+    ///         // Send a batch of the outbox, fenced by term.token().
+    ///         tokio::time::sleep(Duration::from_millis(5)).await;
+    ///     }
+    ///     #[allow(unreachable_code)]
+    ///     Ok::<_, std::io::Error>(())
+    /// });
+    /// assert!(tokio::time::timeout(Duration::from_millis(20), relay).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn run_as_leader<F, Fut, E>(
         &self,
         key: &str,

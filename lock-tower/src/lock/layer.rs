@@ -103,6 +103,18 @@ impl<K, R> LockLayer<K, R> {
     /// Keeps each request's lease at least `hold` after it was taken, even
     /// if the handler is done sooner (see
     /// [`LockRequest::hold_at_least`](lock_core::LockRequest::hold_at_least)).
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    /// use lock_tower::{KeyFrom, LockLayer};
+    /// use std::time::Duration;
+    ///
+    /// // A trigger sent to every replica runs the job once a minute at most.
+    /// let layer = LockLayer::new(Locker::memory(), KeyFrom::path("/jobs/{name}", "job:<name>"))
+    ///     .if_held_skip()
+    ///     .hold_at_least(Duration::from_secs(60));
+    /// # let _ = layer;
+    /// ```
     pub fn hold_at_least(mut self, hold: Duration) -> Self {
         self.settings.options.hold_at_least = Some(hold);
         self

@@ -36,7 +36,16 @@ async fn main() {
         .duration_since(UNIX_EPOCH)
         .expect("clock")
         .as_millis() as u64;
-    let first = Instant::now() + Duration::from_millis((start + offset).saturating_sub(now_ms));
+    // A ticker that starts after its first tick would shift its whole
+    // schedule: it fails instead.
+    let Some(ahead) = (start + offset).checked_sub(now_ms) else {
+        eprintln!(
+            "started {} ms after the first tick",
+            now_ms - start - offset
+        );
+        std::process::exit(3);
+    };
+    let first = Instant::now() + Duration::from_millis(ahead);
     for i in 0..ticks {
         tokio::time::sleep_until(first + Duration::from_millis(i * period)).await;
         let run = locker

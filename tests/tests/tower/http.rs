@@ -189,7 +189,7 @@ async fn a_skipping_layer_answers_409_without_running_the_handler() {
             "done"
         }
     };
-    let hold = Duration::from_millis(400);
+    let hold = Duration::from_secs(2);
     let layer = LockLayer::new(locker.clone(), KeyFrom::path("/jobs/{name}", "job:<name>"))
         .wait(Duration::from_secs(5))
         .if_held_skip()
@@ -201,7 +201,9 @@ async fn a_skipping_layer_answers_409_without_running_the_handler() {
         let url = url.clone();
         tokio::spawn(async move { call(&client(), "POST", url).await })
     };
-    entered.notified().await;
+    let bound = Duration::from_secs(10);
+    let ran = tokio::time::timeout(bound, entered.notified()).await;
+    ran.expect("the job never ran");
     let started = std::time::Instant::now();
     let (status, headers, body) = call(&client(), "POST", url.clone()).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
@@ -234,7 +236,8 @@ async fn a_skipping_layer_answers_409_without_running_the_handler() {
         .await
         .unwrap();
     let second = tokio::spawn(async move { call(&client(), "POST", url).await });
-    entered.notified().await;
+    let ran = tokio::time::timeout(bound, entered.notified()).await;
+    ran.expect("the job never ran again");
     release.notify_one();
     assert_eq!(second.await.unwrap().0, StatusCode::OK);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
