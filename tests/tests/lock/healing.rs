@@ -587,3 +587,43 @@ async fn a_late_reply_leaves_the_guard_only_what_is_left_of_the_lease() {
     );
     guard.release().await.unwrap();
 }
+
+/// A leader's campaign through a store that is down (its connection cut)
+/// goes on until the store is back: `run_as_leader` waits it out, and the
+/// body runs once the store answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_as_leader_waits_out_a_store_that_is_down() {
+    let server = RedisServer::start();
+    let proxy = DelayProxy::start(server.port()).await;
+    let timeout = Duration::from_millis(200);
+    let backend = RedisBackend::connect(&proxy.url(), timeout).await.unwrap();
+    let counts = Counting::new(Arc::new(backend));
+    let through = Locker::builder()
+        .timeout(timeout)
+        .ttl(Duration::from_millis(600))
+        .backend(counts.clone())
+        .unwrap();
+    proxy.cut();
+    let (told, mut leading) = tokio::sync::mpsc::unbounded_channel();
+    let campaign = tokio::spawn(async move {
+        through
+            .run_as_leader("relay", |term| {
+                let _ = told.send(term.token());
+                std::future::pending::<Result<(), LockError>>()
+            })
+            .await
+    });
+    // Several attempts fail while the store is down (each within the
+    // timeout): the campaign goes on.
+    let tried = tokio::time::timeout(Duration::from_secs(10), counts.acquires_reach(4)).await;
+    assert!(
+        !campaign.is_finished(),
+        "the campaign gave up: {:?}",
+        campaign.await
+    );
+    tried.expect("the campaign stopped trying");
+    proxy.heal();
+    let led = tokio::time::timeout(Duration::from_secs(10), leading.recv()).await;
+    assert!(led.expect("no lead after the store came back").is_some());
+    campaign.abort();
+}
