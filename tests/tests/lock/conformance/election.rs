@@ -21,26 +21,29 @@ use super::{SLACK, store_is_empty};
 /// The shortest lease every store grants (etcd's are whole seconds).
 const TTL: Duration = Duration::from_secs(2);
 
-/// The next change an observer tells (`None`: nobody leads).
-async fn next_change(changes: &mut LeaderChanges) -> Option<lock_core::Leader> {
-    timeout(TTL * 5, changes.next())
-        .await
-        .expect("no change of leader told in time")
-        .expect("the stream goes on")
-        .expect("observing works")
-}
-
 /// A lease far longer than the test: an observer that hears of a change
 /// within [`SLACK`] was told, not woken by the lease's end.
 const LONG: Duration = Duration::from_secs(60);
 
-/// The next change `changes` tells within [`SLACK`] twice.
-async fn told(changes: &mut LeaderChanges) -> Option<lock_core::Leader> {
-    timeout(SLACK * 2, changes.next())
+/// The next change an observer tells (`None`: nobody leads), `within` a
+/// bound.
+async fn told_within(changes: &mut LeaderChanges, within: Duration) -> Option<lock_core::Leader> {
+    timeout(within, changes.next())
         .await
-        .expect("the change was not told (only the lease's end would show it)")
+        .unwrap_or_else(|_| panic!("no change of leader told within {within:?}"))
         .expect("the stream goes on")
         .expect("observing works")
+}
+
+/// The next change told within [`SLACK`] twice: told, not seen at a
+/// lease's end.
+async fn told(changes: &mut LeaderChanges) -> Option<lock_core::Leader> {
+    told_within(changes, SLACK * 2).await
+}
+
+/// The next change told within a few of the tests' leases.
+async fn next_change(changes: &mut LeaderChanges) -> Option<lock_core::Leader> {
+    told_within(changes, TTL * 5).await
 }
 
 pub async fn an_election_publishes_hands_over_and_is_observed(store: TestStore) {
