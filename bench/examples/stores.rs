@@ -8,6 +8,9 @@
 //! ZooKeeper's `mntr` packets received, pings included), the
 //! CPU time of the store's process per acquisition and, for
 //! C8, the handoff p50: from a release to the next holder's acquisition.
+//! etcd's own lock service (the v3lock `Lock`/`Unlock` RPCs, with one
+//! lease for the run) runs the same workloads on an etcd of its own, as the
+//! etcd reference.
 //!
 //! `cargo run --release -p lock-bench --example stores`
 
@@ -18,7 +21,7 @@ use lock_testkit::{EtcdServer, LOCK_CLIENT_COMMANDS, RedisServer, ZooKeeperServe
 
 #[path = "shared/workloads.rs"]
 mod workloads;
-use workloads::{Run, handoffs, median, p50, run};
+use workloads::{Lock, Run, handoffs, median, p50, run};
 
 const ROUNDS: usize = 3;
 
@@ -27,7 +30,38 @@ const ROUNDS: usize = 3;
 enum Store {
     Redis(RedisServer, Locker),
     Etcd(EtcdServer, Locker),
+    /// etcd's lock service, on an etcd of its own.
+    EtcdService(EtcdServer, Box<V3Lock>),
     ZooKeeper(ZooKeeperServer, Locker),
+}
+
+/// etcd's lock service: `Lock` (held under one lease) and `Unlock`.
+#[derive(Clone)]
+struct V3Lock {
+    client: etcd_client::Client,
+    lease: i64,
+}
+
+impl V3Lock {
+    async fn new(member: &EtcdServer) -> Self {
+        let mut client = lock_testkit::etcd_client(member).await;
+        let lease = client.lease_grant(600, None).await.expect("a lease").id();
+        V3Lock { client, lease }
+    }
+}
+
+impl Lock for V3Lock {
+    type Held = Vec<u8>;
+
+    async fn acquire(&self, key: String) -> Vec<u8> {
+        let options = etcd_client::LockOptions::new().with_lease(self.lease);
+        let held = self.client.clone().lock(key, Some(options)).await;
+        held.expect("lock").key().to_vec()
+    }
+
+    async fn release(&self, held: Vec<u8>) {
+        self.client.clone().unlock(held).await.expect("unlock");
+    }
 }
 
 /// etcd's request methods a lock client uses.
@@ -45,15 +79,8 @@ impl Store {
         match self {
             Store::Redis(..) => "redis",
             Store::Etcd(..) => "etcd",
+            Store::EtcdService(..) => "etcd lock service",
             Store::ZooKeeper(..) => "zookeeper",
-        }
-    }
-
-    fn locker(&self) -> &Locker {
-        match self {
-            Store::Redis(_, locker) | Store::Etcd(_, locker) | Store::ZooKeeper(_, locker) => {
-                locker
-            }
         }
     }
 
@@ -68,7 +95,15 @@ impl Store {
                 }
                 n
             }
-            Store::Etcd(member, _) => ETCD_METHODS.iter().map(|m| member.requests(m)).sum(),
+            Store::Etcd(member, _) | Store::EtcdService(member, _) => {
+                // The lock service's own RPCs, and those above.
+                let service = ["Lock", "Unlock"].iter().map(|m| member.requests(m));
+                ETCD_METHODS
+                    .iter()
+                    .map(|m| member.requests(m))
+                    .chain(service)
+                    .sum()
+            }
             Store::ZooKeeper(server, _) => {
                 let stats = server.four_letters("mntr").expect("mntr");
                 stats
@@ -83,7 +118,7 @@ impl Store {
     fn cpu_ns(&self) -> u64 {
         let pid = match self {
             Store::Redis(server, _) => server.pid(),
-            Store::Etcd(member, _) => member.pid(),
+            Store::Etcd(member, _) | Store::EtcdService(member, _) => member.pid(),
             Store::ZooKeeper(server, _) => server.pid(),
         };
         let Some(pid) = pid else { return 0 };
@@ -115,7 +150,7 @@ impl Store {
                     times.push(started.elapsed());
                 }
             }
-            Store::Etcd(member, _) => {
+            Store::Etcd(member, _) | Store::EtcdService(member, _) => {
                 let mut client = lock_testkit::etcd_client(member).await;
                 for i in 0..200 {
                     let started = Instant::now();
@@ -153,7 +188,6 @@ struct Measured {
 }
 
 async fn measure(store: &Store, workload: &str, round: usize) -> Measured {
-    let locker = store.locker();
     let before = store.requests().await;
     let cpu = store.cpu_ns();
     let started = Instant::now();
@@ -161,7 +195,12 @@ async fn measure(store: &Store, workload: &str, round: usize) -> Measured {
         done,
         mut waits,
         spans,
-    } = run(locker, workload, round).await;
+    } = match store {
+        Store::Redis(_, locker) | Store::Etcd(_, locker) | Store::ZooKeeper(_, locker) => {
+            run(locker, workload, round).await
+        }
+        Store::EtcdService(_, service) => run(&**service, workload, round).await,
+    };
     let elapsed = started.elapsed();
     let server_cpu_us = (store.cpu_ns() - cpu) as f64 / 1000.0 / done as f64;
     let requests = (store.requests().await - before) as f64 / done as f64;
@@ -186,6 +225,8 @@ async fn main() {
         .etcd(&[member.endpoint().as_str()])
         .await
         .expect("etcd");
+    let service_member = EtcdServer::start();
+    let service = V3Lock::new(&service_member).await;
     let zookeeper = ZooKeeperServer::start();
     let on_zookeeper = builder()
         .zookeeper(&zookeeper.address())
@@ -194,6 +235,7 @@ async fn main() {
     let stores = [
         Store::Redis(redis, on_redis),
         Store::Etcd(member, on_etcd),
+        Store::EtcdService(service_member, Box::new(service)),
         Store::ZooKeeper(zookeeper, on_zookeeper),
     ];
     println!(

@@ -9,7 +9,7 @@ use zookeeper_client::Client;
 
 use super::errors::bounded;
 use super::queue::{
-    Child, Names, children, create, found, holds, parse_segment, segment_tag, zk_no_node,
+    Child, Created, Names, children, create, found, holds, parse_segment, segment_tag, zk_no_node,
 };
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
@@ -22,7 +22,7 @@ use crate::token::FencingToken;
 /// The token of a grant just decided: the zxid of a write to the node
 /// made after the decision, so that tokens rise in grant order, whatever
 /// order the nodes were made in and whatever their kind.
-async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<FencingToken, StoreError> {
+async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<Minted, StoreError> {
     let written = bounded(timeout, true, client.set_data(path, &[], None)).await;
     // The node went (its session ended) between the decision and now.
     let stat = written.map_err(|err| match zk_no_node(&err) {
@@ -30,12 +30,39 @@ async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<FencingT
         false => err,
     })?;
     match u64::try_from(stat.mzxid) {
-        Ok(zxid) => Ok(FencingToken::new(zxid)),
+        Ok(zxid) => Ok(Minted {
+            token: FencingToken::new(zxid),
+            czxid: stat.czxid,
+        }),
         Err(_) => Err(StoreError::permanent("ZooKeeper answered a negative zxid")),
     }
 }
 
+/// A grant's token, and the czxid of its node (which a create in a multi
+/// may not have told).
+struct Minted {
+    token: FencingToken,
+    czxid: i64,
+}
+
 impl ZooKeeperBackend {
+    /// Records the czxid of the node held under `name` (renewals check the
+    /// node by it), where its create did not tell it.
+    fn record_czxid(&self, name: &str, czxid: i64) -> Result<(), StoreError> {
+        let held = &self.shared.held;
+        let Some(entry) = held.get(name).filter(|e| e.revision != czxid) else {
+            return Ok(());
+        };
+        let entry = Entry {
+            revision: czxid,
+            ..entry
+        };
+        match held.put(name.to_owned(), entry) {
+            true => Ok(()),
+            false => Err(reaping().unknown(true)),
+        }
+    }
+
     pub(super) async fn enqueue(
         &self,
         keys: &StoredKeys,
@@ -58,6 +85,8 @@ impl ZooKeeperBackend {
             .held
             .get(&names.entry)
             .filter(|e| e.lease.may_serve());
+        // Made together with its parent: decided without a read.
+        let mut first = false;
         let entry = match kept {
             Some(entry) if entry.revision != 0 => {
                 // Its ttl counts from this request on: the reaper must not
@@ -93,13 +122,18 @@ impl ZooKeeperBackend {
                     true => found(client, timeout, &names, &names.prefix).await?,
                     false => None,
                 };
-                let (path, czxid) = match made {
-                    Some(made) => made,
-                    None => create(client, timeout, &names, &names.prefix).await?,
+                let made = match made {
+                    Some((path, czxid)) => Created {
+                        path,
+                        czxid,
+                        with_parent: false,
+                    },
+                    None => create(client, timeout, &names, &names.prefix, &shared.parents).await?,
                 };
+                first = made.with_parent;
                 let entry = Entry {
-                    stored: path,
-                    revision: czxid,
+                    stored: made.path,
+                    revision: made.czxid,
                     expires: Instant::now() + session.ttl,
                     lease: session,
                 };
@@ -110,11 +144,17 @@ impl ZooKeeperBackend {
             }
         };
         let session = &entry.lease;
-        let all = children(&session.client, timeout, &names.parent).await;
-        // The node stands: whoever gives up on it releases it.
-        let all = all.map_err(|err| err.unknown(true))?;
         let mine = entry.stored.rsplit('/').next().unwrap_or_default();
-        match holds(&all, mine, kind) {
+        let decided = if first {
+            // The first node of a parent made with it: nothing is ahead.
+            Ok(Some(true))
+        } else {
+            let all = children(&session.client, timeout, &names.parent).await;
+            // The node stands: whoever gives up on it releases it.
+            let all = all.map_err(|err| err.unknown(true))?;
+            holds(&all, mine, kind)
+        };
+        match decided {
             Err(disagrees) => {
                 let _ = Store::release(self, keys, kind, owner).await;
                 Err(disagrees)
@@ -127,8 +167,9 @@ impl ZooKeeperBackend {
                 ))
             }
             Ok(Some(true)) => {
-                let token = mint(&session.client, timeout, &entry.stored).await?;
-                Ok(Attempt::Acquired(Grant::new(token, session.ttl)))
+                let minted = mint(&session.client, timeout, &entry.stored).await?;
+                self.record_czxid(&names.entry, minted.czxid)?;
+                Ok(Attempt::Acquired(Grant::new(minted.token, session.ttl)))
             }
             // Asked again well within the queue entry's ttl, which keeps it.
             Ok(Some(false)) => Ok(Attempt::Queued {
@@ -182,10 +223,11 @@ impl ZooKeeperBackend {
                 continue;
             }
             let prefix = format!("{owner}-{}-", segment_tag(index, of));
-            let (path, czxid) = create(client, timeout, names, &prefix).await?;
+            let made = create(client, timeout, names, &prefix, &shared.parents).await?;
+            let path = made.path;
             let entry = Entry {
                 stored: path.clone(),
-                revision: czxid,
+                revision: made.czxid,
                 expires: Instant::now() + session.ttl,
                 lease: Arc::clone(&session),
             };
@@ -239,8 +281,9 @@ impl ZooKeeperBackend {
                     return Err(reaping().unknown(true));
                 }
             }
-            let token = mint(&session.client, shared.timeout, &path).await?;
-            let grant = Grant::new(token, session.ttl).with_segment(index);
+            let minted = mint(&session.client, shared.timeout, &path).await?;
+            self.record_czxid(&names.entry, minted.czxid)?;
+            let grant = Grant::new(minted.token, session.ttl).with_segment(index);
             return Ok(Some(Attempt::Acquired(grant)));
         }
         // Another got there first: not a place to wait in.

@@ -18,6 +18,7 @@ mod connect;
 mod errors;
 mod held_checks;
 mod inspect;
+mod parents;
 mod queue;
 mod sessions;
 mod waiting;
@@ -29,6 +30,7 @@ use tokio::time::Instant;
 
 use self::errors::bounded;
 use self::held_checks::HeldCheck;
+use self::parents::Parents;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use super::queued::{self, Entry, Held};
@@ -59,6 +61,8 @@ struct Shared {
     sessions: Sessions,
     timeout: Duration,
     held: Arc<Held<Session>>,
+    /// The parent nodes seen to exist.
+    parents: Parents,
     /// The reaper task, on the runtime that last needed it.
     reaper: Mutex<Option<tokio::task::AbortHandle>>,
     description: String,
@@ -71,6 +75,7 @@ impl ZooKeeperBackend {
                 sessions: Sessions::new(connect_string.clone(), timeout),
                 timeout,
                 held: Arc::default(),
+                parents: Parents::default(),
                 reaper: Mutex::default(),
                 description: format!("zookeeper {connect_string}"),
             }),

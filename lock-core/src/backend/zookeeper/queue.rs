@@ -10,9 +10,10 @@
 
 use std::time::Duration;
 
-use zookeeper_client::{Acls, Client, CreateMode, Error};
+use zookeeper_client::{Acls, Client, CreateMode, Error, MultiWriteError, MultiWriteResult};
 
 use super::errors::bounded;
+use super::parents::Parents;
 use crate::backend::LockKind;
 use crate::backend::queued::admission;
 use crate::keys::StoredKeys;
@@ -111,18 +112,81 @@ pub(super) fn zk_no_node(err: &StoreError) -> bool {
         .is_some_and(|err| matches!(err, Error::NoNode))
 }
 
-/// Creates `names.prefix` + a sequence under the parent (made first as a
-/// container if it is missing), ephemeral in `client`'s session; its path
-/// and czxid. A create whose reply was lost is found by its prefix.
+/// A node just made: its path and czxid, and whether it was made together
+/// with its parent (so it is the first node the parent ever had, and
+/// nothing is ahead of it).
+pub(super) struct Created {
+    pub(super) path: String,
+    pub(super) czxid: i64,
+    pub(super) with_parent: bool,
+}
+
+/// Creates `prefix` + a sequence under the parent (made in the same request
+/// as a container if `parents` does not know it, or if it is missing),
+/// ephemeral in `client`'s session. A create whose reply was lost is found
+/// by its prefix.
 pub(super) async fn create(
     client: &Client,
     timeout: Duration,
     names: &Names,
     prefix: &str,
-) -> Result<(String, i64), StoreError> {
+    parents: &Parents,
+) -> Result<Created, StoreError> {
     let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let path = names.path(prefix);
+    let lost = || StoreError::new("the connection broke during a create", true);
     for _ in 0..2 {
+        if !parents.known(&names.parent) {
+            // A new key: its parent and first node in one request (ZooKeeper
+            // Rust client's multi; 2 requests fewer than a create that
+            // fails, the parent's and the create again).
+            let parent = CreateMode::Container.with_acls(Acls::anyone_all());
+            let mut both = client.new_multi_writer();
+            both.add_create(&names.parent, &[], &parent)
+                .and_then(|()| both.add_create(&path, &[], &options))
+                .map_err(|err| super::errors::store_error(err, false))?;
+            let made = tokio::time::timeout(timeout, both.commit()).await;
+            let Ok(made) = made else {
+                return Err(StoreError::timed_out(timeout).unknown(true));
+            };
+            match made {
+                Ok(results) => {
+                    parents.seen(&names.parent);
+                    if let Some(MultiWriteResult::Create { path, stat }) =
+                        results.into_iter().nth(1)
+                    {
+                        // A create in a multi may answer an invalid stat
+                        // (ZOOKEEPER-4026): the czxid only marks it made.
+                        let czxid = stat.czxid.max(1);
+                        return Ok(Created {
+                            path,
+                            czxid,
+                            with_parent: true,
+                        });
+                    }
+                    return Err(StoreError::new("ZooKeeper answered a multi in part", true));
+                }
+                Err(MultiWriteError::OperationFailed {
+                    index: 0,
+                    source: Error::NodeExists,
+                }) => {
+                    parents.seen(&names.parent);
+                }
+                Err(MultiWriteError::RequestFailed {
+                    source: Error::ConnectionLoss | Error::Custom(_),
+                }) => {
+                    let found = found(client, timeout, names, prefix)
+                        .await?
+                        .ok_or_else(lost)?;
+                    return Ok(Created {
+                        path: found.0,
+                        czxid: found.1,
+                        with_parent: false,
+                    });
+                }
+                Err(err) => return Err(super::errors::store_error(Error::from(err), true)),
+            }
+        }
         let created = tokio::time::timeout(timeout, client.create(&path, &[], &options)).await;
         let Ok(created) = created else {
             // No answer in time: it may land; the caller's pending entry
@@ -130,18 +194,25 @@ pub(super) async fn create(
             return Err(StoreError::timed_out(timeout).unknown(true));
         };
         match created {
-            Ok((stat, sequence)) => return Ok((format!("{path}{sequence}"), stat.czxid)),
-            Err(Error::NoNode) => {
-                let parent = CreateMode::Container.with_acls(Acls::anyone_all());
-                match bounded(timeout, true, client.create(&names.parent, &[], &parent)).await {
-                    Ok(_) => {}
-                    Err(err) if exists_already(&err) => {}
-                    Err(err) => return Err(err),
-                }
+            Ok((stat, sequence)) => {
+                let path = format!("{path}{sequence}");
+                return Ok(Created {
+                    path,
+                    czxid: stat.czxid,
+                    with_parent: false,
+                });
             }
+            // The container went since (the server removes empty ones).
+            Err(Error::NoNode) => parents.gone(&names.parent),
             Err(Error::ConnectionLoss | Error::Custom(_)) => {
-                let lost = StoreError::new("the connection broke during a create", true);
-                return found(client, timeout, names, prefix).await?.ok_or(lost);
+                let found = found(client, timeout, names, prefix)
+                    .await?
+                    .ok_or_else(lost)?;
+                return Ok(Created {
+                    path: found.0,
+                    czxid: found.1,
+                    with_parent: false,
+                });
             }
             Err(err) => return Err(super::errors::store_error(err, true)),
         }
@@ -150,12 +221,6 @@ pub(super) async fn create(
         "the lock's parent node vanished twice",
         false,
     ))
-}
-
-fn exists_already(err: &StoreError) -> bool {
-    std::error::Error::source(err)
-        .and_then(|source| source.downcast_ref::<Error>())
-        .is_some_and(|err| matches!(err, Error::NodeExists))
 }
 
 /// The node a create with a lost reply made, if it did (`None`), or an
