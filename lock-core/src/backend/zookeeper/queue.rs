@@ -134,7 +134,6 @@ pub(super) async fn create(
 ) -> Result<Created, StoreError> {
     let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let path = names.path(prefix);
-    let lost = || StoreError::new("the connection broke during a create", true);
     for _ in 0..2 {
         if !parents.known(&names.parent) {
             // A new key: its parent and first node in one request (ZooKeeper
@@ -174,16 +173,7 @@ pub(super) async fn create(
                 }
                 Err(MultiWriteError::RequestFailed {
                     source: Error::ConnectionLoss | Error::Custom(_),
-                }) => {
-                    let found = found(client, timeout, names, prefix)
-                        .await?
-                        .ok_or_else(lost)?;
-                    return Ok(Created {
-                        path: found.0,
-                        czxid: found.1,
-                        with_parent: false,
-                    });
-                }
+                }) => return found_after_a_break(client, timeout, names, prefix).await,
                 Err(err) => return Err(super::errors::store_error(Error::from(err), true)),
             }
         }
@@ -205,14 +195,7 @@ pub(super) async fn create(
             // The container went since (the server removes empty ones).
             Err(Error::NoNode) => parents.gone(&names.parent),
             Err(Error::ConnectionLoss | Error::Custom(_)) => {
-                let found = found(client, timeout, names, prefix)
-                    .await?
-                    .ok_or_else(lost)?;
-                return Ok(Created {
-                    path: found.0,
-                    czxid: found.1,
-                    with_parent: false,
-                });
+                return found_after_a_break(client, timeout, names, prefix).await;
             }
             Err(err) => return Err(super::errors::store_error(err, true)),
         }
@@ -221,6 +204,25 @@ pub(super) async fn create(
         "the lock's parent node vanished twice",
         false,
     ))
+}
+
+/// The node a create whose connection broke made, found by its prefix
+/// (it may have landed); not known to be the parent's first.
+async fn found_after_a_break(
+    client: &Client,
+    timeout: Duration,
+    names: &Names,
+    prefix: &str,
+) -> Result<Created, StoreError> {
+    let lost = || StoreError::new("the connection broke during a create", true);
+    let (path, czxid) = found(client, timeout, names, prefix)
+        .await?
+        .ok_or_else(lost)?;
+    Ok(Created {
+        path,
+        czxid,
+        with_parent: false,
+    })
 }
 
 /// The node a create with a lost reply made, if it did (`None`), or an
