@@ -42,13 +42,7 @@ async fn replica(name: &'static str, locker: Locker, start: Instant, late: Durat
 
 #[tokio::main]
 async fn main() -> Result<(), LockError> {
-    let first = Locker::from_env().await?;
-    // On a store each replica has a Locker of its own; in process they share
-    // the one embedded store.
-    let second = match std::env::var_os("LOCK_URL").or_else(|| std::env::var_os("REDIS_URL")) {
-        Some(_) => Locker::from_env().await?,
-        None => first.clone(),
-    };
+    let (first, second) = examples::replica_lockers().await?;
     println!("locker: {first:?}");
     let start = Instant::now() + Duration::from_millis(50);
     let a = tokio::spawn(replica("replica-a", first, start, Duration::ZERO));

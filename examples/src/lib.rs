@@ -33,6 +33,19 @@ pub async fn bind(default_port: u16) -> std::io::Result<tokio::net::TcpListener>
     tokio::net::TcpListener::bind(("127.0.0.1", port)).await
 }
 
+/// Two replicas' Lockers, for the examples that play a fleet in one
+/// process: on the store `LOCK_URL` (or `REDIS_URL`) names each has a
+/// Locker of its own; in process they share the one embedded store.
+pub async fn replica_lockers()
+-> Result<(lock_core::Locker, lock_core::Locker), lock_core::LockError> {
+    let first = lock_core::Locker::from_env().await?;
+    let second = match std::env::var_os("LOCK_URL").or_else(|| std::env::var_os("REDIS_URL")) {
+        Some(_) => lock_core::Locker::from_env().await?,
+        None => first.clone(),
+    };
+    Ok((first, second))
+}
+
 /// The documents beside the code, whose Rust blocks run as doc tests here
 /// (this crate depends on everything they use), so that no example rots.
 #[cfg(doctest)]
