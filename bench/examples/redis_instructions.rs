@@ -7,7 +7,12 @@
 //! acquires and releases share script calls (how many per call varies from
 //! run to run, and the count with it).
 //!
-//! Two last rows are floors, not locks: a batch script that does for each
+//! A row has the reference's script as a Redis function (`FCALL`), and two
+//! last rows count a Locker's acquires alone (`acquire.lua`, keys held) and
+//! then its releases alone (`release.lua`); the commands of one pair, with
+//! the calls its scripts make, follow from `INFO commandstats`.
+//!
+//! Two rows are floors, not locks: a batch script that does for each
 //! operation only the calls lock-core's batch script makes on its common
 //! path (`MGET` + `SET` to acquire, `GET` + `DEL` to release) and nothing
 //! else, and one that makes a single call per operation (`SET NX PX`,
@@ -40,6 +45,8 @@ const TASKS: usize = 16;
 enum Subject {
     /// A connection and the lock-sized script of the reference pair.
     Reference(redis::aio::MultiplexedConnection, redis::Script),
+    /// The same pair with the script as a Redis function (`FCALL`).
+    Function(redis::aio::MultiplexedConnection),
     Rslock(rslock::LockManager),
     Core(Locker),
     /// 16 tasks sharing one Locker, each locking its own keys.
@@ -89,6 +96,7 @@ impl Subject {
     fn label(&self) -> &'static str {
         match self {
             Subject::Reference(..) => "reference: SET + EVALSHA pair",
+            Subject::Function(_) => "reference with FCALL: SET + FCALL pair",
             Subject::Rslock(_) => "rslock 0.10",
             Subject::Core(_) => "lock-core redis",
             Subject::Shared(_) => "lock-core redis, 16 tasks (shared calls)",
@@ -115,6 +123,23 @@ impl Subject {
                     .invoke_async(conn)
                     .await
                     .expect("EVALSHA");
+            }
+            Subject::Function(conn) => {
+                let _: () = redis::cmd("SET")
+                    .arg(key)
+                    .arg(1)
+                    .query_async(conn)
+                    .await
+                    .expect("SET");
+                let _: i64 = redis::cmd("FCALL")
+                    .arg("lock_once")
+                    .arg(1)
+                    .arg(format!("ref:{key}"))
+                    .arg("owner")
+                    .arg(30_000)
+                    .query_async(conn)
+                    .await
+                    .expect("FCALL");
             }
             Subject::Rslock(manager) => {
                 let lock = manager
@@ -218,6 +243,7 @@ async fn main() {
             ),
         ),
         Subject::Rslock(rslock::LockManager::new(vec![url.clone()])),
+        Subject::Function(function_loaded(&server).await),
         Subject::Core(Locker::redis(&url).await.expect("connect")),
         Subject::Shared(Locker::redis(&url).await.expect("connect")),
         Subject::Floor(Floor::CoreCalls, server.connection().await, Vec::new()),
@@ -245,8 +271,95 @@ async fn main() {
         let pairs = (cycles * per_cycle) as u64;
         counts.push((subject.label(), newest_total(dumps.path()) / pairs));
     }
+    // Per script: a Locker's acquires of distinct keys, held, then their
+    // releases, each script alone on the connection.
+    let locker = Locker::redis(&url).await.expect("connect");
+    let mut conn = server.connection().await;
+    for (i, guard) in lock_all(&locker, "warm:split", WARM_UP)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        guard
+            .release()
+            .await
+            .unwrap_or_else(|err| panic!("release {i}: {err}"));
+    }
+    let calls_before = command_calls(&mut conn).await;
+    control("-z", pid);
+    let guards = lock_all(&locker, "key:split", CYCLES).await;
+    control("-d", pid);
+    counts.push((
+        "lock-core redis: acquire.lua alone",
+        newest_total(dumps.path()) / CYCLES as u64,
+    ));
+    control("-z", pid);
+    for guard in guards {
+        guard.release().await.expect("lock-core release");
+    }
+    control("-d", pid);
+    counts.push((
+        "lock-core redis: release.lua alone",
+        newest_total(dumps.path()) / CYCLES as u64,
+    ));
+    let calls = command_calls(&mut conn).await;
     let rslock = counts[1].1 as f64;
     for (label, count) in counts {
         println!("| {label} | {count} | {:.2} |", count as f64 / rslock);
     }
+    println!();
+    println!("Commands per lock + release of one task, with the calls its scripts make:");
+    for (command, after) in calls {
+        let before = calls_before.get(&command).copied().unwrap_or(0);
+        let per_pair = after.saturating_sub(before) as f64 / CYCLES as f64;
+        if per_pair >= 0.01 && command != "info" {
+            println!("- {command}: {per_pair:.2}");
+        }
+    }
+}
+
+/// A connection to a server with the reference's script loaded as the
+/// function `lock_once`.
+async fn function_loaded(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    let mut conn = server.connection().await;
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(
+            "#!lua name=bench\n\
+             redis.register_function('lock_once', function(keys, args) \
+               if redis.call('SET', keys[1], args[1], 'NX', 'PX', args[2]) then return 1 end \
+               return 0 end)",
+        )
+        .query_async(&mut conn)
+        .await
+        .expect("FUNCTION LOAD");
+    conn
+}
+
+/// Locks `count` distinct keys one after another, keeping the guards.
+async fn lock_all(locker: &Locker, prefix: &str, count: usize) -> Vec<lock_core::LockGuard> {
+    let mut guards = Vec::with_capacity(count);
+    for i in 0..count {
+        let lock = locker.lock(format!("{prefix}:{i}")).ttl(TTL);
+        guards.push(lock.await.expect("lock-core lock"));
+    }
+    guards
+}
+
+/// Calls per command the server has served (`INFO commandstats`), counting
+/// the calls scripts make.
+async fn command_calls(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> std::collections::BTreeMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter_map(|line| {
+            let (command, rest) = line.strip_prefix("cmdstat_")?.split_once(":calls=")?;
+            Some((command.to_owned(), rest.split(',').next()?.parse().ok()?))
+        })
+        .collect()
 }
