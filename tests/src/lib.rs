@@ -11,6 +11,7 @@
 //! PostgreSQL (also behind a [`PgBouncer`]), etcd members ([`EtcdServer`]) and ZooKeeper servers
 //! ([`ZooKeeperServer`]) the same way.
 
+mod clock_shift;
 mod cluster;
 mod etcd;
 pub mod history;
@@ -25,6 +26,7 @@ mod server;
 mod store;
 mod zookeeper;
 
+pub use clock_shift::ClockShift;
 pub use cluster::ClusterSet;
 pub use etcd::EtcdServer;
 use etcd::free_ports;

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
+use crate::ClockShift;
+
 /// A PostgreSQL cluster owned by a test.
 #[derive(Debug)]
 pub struct PostgresServer {
@@ -18,6 +20,8 @@ pub struct PostgresServer {
     tls: bool,
     /// More `-c name=value` settings of the server.
     settings: Vec<String>,
+    /// Environment of the server's processes (a [`ClockShift`]'s).
+    env: Vec<(String, String)>,
 }
 
 fn bin_dir() -> PathBuf {
@@ -69,7 +73,17 @@ impl PostgresServer {
         Self::start_with(true, &[])
     }
 
+    /// [`start`](Self::start) on `clock`, whose steps the server's
+    /// `clock_timestamp()` and `now()` follow (also after a restart).
+    pub fn start_on_clock(clock: &ClockShift) -> Self {
+        Self::start_in(false, &[], clock.env().to_vec())
+    }
+
     fn start_with(tls: bool, settings: &[&str]) -> Self {
+        Self::start_in(tls, settings, Vec::new())
+    }
+
+    fn start_in(tls: bool, settings: &[&str], env: Vec<(String, String)>) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("lock-testkit-pg-")
@@ -99,6 +113,7 @@ impl PostgresServer {
             as_postgres,
             tls,
             settings: settings.iter().map(|s| (*s).to_owned()).collect(),
+            env,
         };
         server.run(
             "initdb",
@@ -127,7 +142,12 @@ impl PostgresServer {
     }
 
     fn command(&self, tool: &str) -> Command {
-        let path = self.bin.join(tool);
+        self.command_as_server(self.bin.join(tool))
+    }
+
+    /// `program`, run as the server's user.
+    fn command_as_server(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let path = program.as_ref();
         if self.as_postgres {
             let mut command = Command::new("runuser");
             command.args(["-u", "postgres", "--"]).arg(path);
@@ -162,7 +182,17 @@ impl PostgresServer {
             );
         }
         let log = self.dir.path().join("server.log");
-        self.command("pg_ctl")
+        let mut command = match self.env.is_empty() {
+            true => self.command("pg_ctl"),
+            // Through `env`: `runuser` would not pass LD_PRELOAD on.
+            false => {
+                let mut command = self.command_as_server("env");
+                command.args(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+                command.arg(self.bin.join("pg_ctl"));
+                command
+            }
+        };
+        command
             .arg("-D")
             .arg(self.data())
             .arg("-l")
@@ -300,6 +330,10 @@ impl PostgresServer {
 
 impl Drop for PostgresServer {
     fn drop(&mut self) {
+        // A frozen server could not stop.
+        for pid in self.pids() {
+            crate::send_signal(pid, libc::SIGCONT);
+        }
         let _ = self
             .command("pg_ctl")
             .arg("-D")

@@ -6,9 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use lock_core::backend::StoredKeys;
-use lock_core::{FencingToken, LockError, Locker};
+use lock_core::{FencingToken, LockError, LockKind, Locker};
 use lock_testkit::{
-    RedisServer, all_keys, assert_lost, command_calls, lasting_keys, release_channel, token_record,
+    ClockShift, RedisServer, all_keys, assert_lost, command_calls, lasting_keys, release_channel,
+    token_record,
 };
 
 use redis::AsyncCommands;
@@ -169,7 +170,7 @@ async fn tokens_rise_across_promotion_of_a_lagging_replica() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_token_bookkeeping_is_left_behind() {
+async fn token_bookkeeping_lapses_on_its_own() {
     let server = RedisServer::start();
     let locker = locker(&server).await;
     for i in 0..200 {
@@ -205,9 +206,13 @@ async fn no_token_bookkeeping_is_left_behind() {
     tokio::time::timeout(SLACK, gone)
         .await
         .expect("the lease outlived its ttl");
-    // An expired lease takes its token along; nothing waits for the clock.
-    let keys = all_keys(&mut conn).await;
-    assert!(keys.is_empty(), "left behind: {keys:?}");
+    // Only token records are left, each until the server clock is 10 s past
+    // its token (none led the clock here).
+    for key in all_keys(&mut conn).await {
+        assert!(key.ends_with(":fence"), "left behind: {key}");
+        let pttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!((1..=10_000).contains(&pttl), "{key}: PTTL {pttl} ms");
+    }
 }
 
 /// Acquires and releases of concurrent tasks share script calls: the
@@ -251,8 +256,65 @@ async fn concurrent_lock_operations_share_script_calls() {
         calls < operations * 3 / 4,
         "{calls} script calls for {operations} lock operations"
     );
-    let keys = all_keys(&mut conn).await;
+    let keys = lasting_keys(&mut conn).await;
     assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+/// The server's clock stepped back (up to the 10 s the token record
+/// covers): tokens of every kind keep rising, after a release and past a
+/// lock of another kind still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_rise_when_the_server_clock_steps_back() {
+    let clock = ClockShift::new();
+    let server = RedisServer::options().launcher(clock.launcher()).start();
+    let locker = locker(&server).await;
+    let released = locker.lock("stepped").await.unwrap();
+    let first = released.token();
+    released.release().await.unwrap();
+    let held = locker.write_lock("stepped:held").await.unwrap();
+    let plain_before = locker.lock("stepped:plain").await.unwrap();
+    let plain_first = plain_before.token();
+    plain_before.release().await.unwrap();
+
+    // Redis drops an expired key when it is next read: read each record a
+    // while after its write, so that one kept for less than the 10 s is
+    // gone before the step (the step would bring it back otherwise).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut conn = server.connection().await;
+    for key in ["stepped", "stepped:held", "stepped:plain"] {
+        let record = token_record(&locker.stored_keys(key).unwrap());
+        let _: bool = conn.exists(record).await.unwrap();
+    }
+    clock.set(Duration::from_secs(8), false);
+    // The plain lock after its own release.
+    let after = locker.lock("stepped").await.unwrap();
+    assert!(after.token() > first, "{} after {first}", after.token());
+    // A plain lock of a key whose write lock is held.
+    let plain = locker.lock("stepped:held").await.unwrap();
+    assert!(
+        plain.token() > held.token(),
+        "{} after the write lock's {}",
+        plain.token(),
+        held.token()
+    );
+    // Every other kind after a plain lock's release.
+    for kind in [
+        LockKind::Fair,
+        LockKind::Read,
+        LockKind::Permit { of: 2 },
+        LockKind::Segment { of: 2 },
+    ] {
+        let guard = locker.lock_of("stepped:plain", kind).await.unwrap();
+        assert!(
+            guard.token() > plain_first,
+            "{kind}: {} after {plain_first}",
+            guard.token()
+        );
+        guard.release().await.unwrap();
+    }
+    for guard in [after, plain, held] {
+        guard.release().await.unwrap();
+    }
 }
 
 /// A token record ahead of the server clock (tokens minted faster than the
@@ -283,9 +345,12 @@ async fn tokens_stay_ahead_of_a_record_that_leads_the_clock() {
     let third = short(&locker).await.unwrap();
     assert!(third.token() > second_token);
     third.release().await.unwrap();
-    // The record lives only until the clock passes the newest token.
+    // The record lives until the clock is 10 s past the newest token.
     let pttl: i64 = conn.pttl(token_record(&keys)).await.unwrap();
-    assert!((1..=3_100).contains(&pttl), "token record PTTL {pttl} ms");
+    assert!(
+        (10_000..=13_100).contains(&pttl),
+        "token record PTTL {pttl} ms"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

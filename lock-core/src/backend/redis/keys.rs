@@ -6,8 +6,8 @@
 //! ```text
 //! lock:{order:42}:lease      `1|<owner>|<token>` of the current lease (PX ttl),
 //!                            `|w` appended once another client found it held
-//! lock:{order:42}:fence      `1|<token>`: the newest token, only while it is
-//!                            ahead of the server clock
+//! lock:{order:42}:fence      `1|<token>`: the newest token, until the server
+//!                            clock is 10 s past it
 //! lock:{order:42}:released   pub/sub channel, one message per release of a
 //!                            lease that someone found held
 //! lock:{order:42}:released:<owner>
@@ -35,8 +35,8 @@ use redis::{RedisWrite, ToRedisArgs};
 
 use crate::keys::StoredKeys;
 
-/// The token record: the newest token of the lock, kept only while it is
-/// ahead of the server clock.
+/// The token record: the newest token of the lock, kept until the server
+/// clock is 10 s past it.
 pub(super) fn fence(keys: &StoredKeys) -> Beside<'_> {
     Beside(keys, ":fence")
 }

@@ -4,15 +4,14 @@
 //!
 //! Keys of one lock: the lease, valued `1|<owner>|<token>` with a PX ttl, plus
 //! `|w` once another client has found it held (a waiter: only then does the
-//! release publish); and the token record, which exists only while the
-//! newest token is ahead of the server clock. Tokens are
-//! `max(last + 1, server time in microseconds)`, so they keep rising after a
-//! restart without persistence or a promotion of a replica that missed the
-//! last writes (the clock kept moving). A token is nearly always behind the
-//! clock by the time its lease ends, so the common path touches the lease
-//! key alone and nothing is left behind after release; the record is written
-//! only when a token could outlive its lease while still ahead of the clock
-//! (tokens minted faster than one per microsecond, or a clock stepped back).
+//! release publish); and the token record, the newest token, which every
+//! acquire writes and keeps until the server clock is 10 s past it. Tokens
+//! are `max(last + 1, server time in microseconds)`, so they keep rising
+//! after a restart without persistence or a promotion of a replica that
+//! missed the last writes (the clock kept moving), and when the server's
+//! clock steps back by up to 10 s (the record still holds every token the
+//! clock could fall behind). A release touches the lease alone: its
+//! token's record was written by its acquire.
 //!
 //! The scripts run on every lock and release, so they are written for the
 //! server's CPU (counted with callgrind): no helper closures (each costs a

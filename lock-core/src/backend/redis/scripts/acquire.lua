@@ -2,8 +2,8 @@
 --
 -- KEYS[1]  the lease, valued `1|<owner>|<token>` (then `|w` once a waiter
 --          found it held), with a PX expiry
--- KEYS[2]  the token record `1|<token>`, present only while the newest
---          token is ahead of the server clock
+-- KEYS[2]  the token record `1|<token>`: the newest token, kept until the
+--          server clock is 10 s past it
 -- ARGV[1]  the owner value; ARGV[2] the ttl in ms
 --
 -- Every stored value starts with its format version, `1|`.
@@ -36,15 +36,18 @@ end
 -- (cheaper than parsing and printing them back).
 local t = redis.call('TIME')
 local token = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+local lead = 0
 if last then
-  -- A token record leads the clock: go one past it, and keep a record for
-  -- as long as the new token could outlive its lease ahead of the clock.
+  -- Go one past the record if the clock has not passed it.
   local at = tonumber(token)
   local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
   token = string.format('%.0f', next)
-  if next >= at + tonumber(ttl) * 1000 then
-    redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
-  end
+  lead = math.floor((next - at) / 1000)
 end
+-- Every kind records each token it mints until the server clock is 10 s
+-- past it, so that tokens keep rising when the clock steps back by up to
+-- 10 s (a lease that outlives its record has a token the clock has left
+-- more than 10 s behind).
+redis.call('SET', fence, '1|' .. token, 'PX', lead + 10000)
 redis.call('SET', lease, '1|' .. owner .. '|' .. token, 'PX', ttl)
 return token

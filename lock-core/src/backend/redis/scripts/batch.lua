@@ -11,7 +11,7 @@
 -- token record keeps tokens of one key rising within a call. A value of
 -- another format is left alone, and its operation answered
 -- `format:<version>` (the others go on).
-local t, clock, now
+local t, clock
 local out = {}
 for i = 1, #KEYS / 2 do
   local lease, fence = KEYS[2 * i - 1], KEYS[2 * i]
@@ -40,15 +40,14 @@ for i = 1, #KEYS / 2 do
         if not t then t = redis.call('TIME') end
         clock = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
       end
-      local token = clock
+      local token, lead = clock, 0
       if last then
         local at = tonumber(clock)
         local next = math.max(at, tonumber(string.sub(last, 3)) + 1)
         token = string.format('%.0f', next)
-        if next >= at + tonumber(extra) * 1000 then
-          redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
-        end
+        lead = math.floor((next - at) / 1000)
       end
+      redis.call('SET', fence, '1|' .. token, 'PX', lead + 10000)
       redis.call('SET', lease, '1|' .. owner .. '|' .. token, 'PX', extra)
       r = token
     end
@@ -71,14 +70,6 @@ for i = 1, #KEYS / 2 do
     else
       if string.byte(holder, -1) == 119 then redis.call('PUBLISH', extra, '1') end
       redis.call('DEL', lease)
-      if not now then
-        if not t then t = redis.call('TIME') end
-        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-      end
-      local token = tonumber(string.match(holder, '^%d+', n + 4))
-      if token >= now then
-        redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
-      end
       r = 1
     end
   end

@@ -56,8 +56,9 @@ end
 if mine_seq == first then
   if mine_token == '0' then
     -- First in line and nobody holds: mint past the clock, the record and
-    -- the plain lock's token, and record it while it leads the clock, so
-    -- that every kind of lock on the key mints above it.
+    -- the plain lock's token, and record it until the clock is 10 s past it
+    -- (see acquire.lua), so that every kind of lock on the key mints above
+    -- it.
     local at = tonumber(t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
     local next = at
     if last then next = math.max(next, tonumber(string.sub(last, 3)) + 1) end
@@ -65,7 +66,7 @@ if mine_seq == first then
     local held = plain and string.match(plain, '^1|[^|]*|(%d+)')
     if held then next = math.max(next, tonumber(held) + 1) end
     mine_token = string.format('%.0f', next)
-    redis.call('SET', fence, '1|' .. mine_token, 'PX', math.floor((next - at) / 1000) + 1)
+    redis.call('SET', fence, '1|' .. mine_token, 'PX', math.floor((next - at) / 1000) + 10000)
   end
   redis.call('HSET', queue, owner, '1|' .. mine_token .. '|' .. (now + ttl) .. '|' .. mine_seq)
   if redis.call('PTTL', queue) < ttl then redis.call('PEXPIRE', queue, ttl) end

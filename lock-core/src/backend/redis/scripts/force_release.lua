@@ -40,10 +40,12 @@ for i = 2, 5 do
 end
 local fence = redis.call('GET', KEYS[6])
 if fence then seen(string.match(fence, '^1|(%d+)')) end
--- A token ahead of the clock is recorded, as a release does.
-if highest >= now_us then
+-- The highest token is recorded as a mint is (see acquire.lua): the next
+-- token passes it also if the clock steps back.
+local ours = not fence or string.match(fence, '^1|%d+$')
+if highest > 0 and ours then
   redis.call('SET', KEYS[6], '1|' .. string.format('%.0f', highest), 'PX',
-    math.floor((highest - now_us) / 1000) + 1)
+    math.max(math.floor((highest - now_us) / 1000), 0) + 10000)
 end
 if removed > 0 then
   redis.call(ARGV[2], ARGV[1], '1')

@@ -18,10 +18,9 @@
 -- nothing then.
 --
 -- Permits are held side by side, so a new token must pass the live ones
--- too (a clock stepped back), and the plain lock's; it is recorded until
--- the clock passes it (always, at first), so that the next permit, or any
--- other kind of lock on the key, mints above it even within the same
--- microsecond.
+-- too, and the plain lock's; it is recorded until the clock is 10 s past
+-- it (see acquire.lua), so that the next permit, or any other kind of lock
+-- on the key, mints above it even within the same microsecond.
 local permits, fence, owner = KEYS[1], KEYS[2], ARGV[1]
 local ttl, of = tonumber(ARGV[2]), tonumber(ARGV[3])
 local t = redis.call('TIME')
@@ -73,7 +72,7 @@ local plain = redis.call('GET', KEYS[3])
 local held = plain and string.match(plain, '^1|[^|]*|(%d+)')
 if held then next = math.max(next, tonumber(held) + 1) end
 local token = string.format('%.0f', next)
-redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
+redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 10000)
 local segment = 0
 while used[segment] do segment = segment + 1 end
 redis.call('HSET', permits, owner, '1|' .. token .. '|' .. (now + ttl) .. '|' .. segment, '#', '1|' .. of)

@@ -26,9 +26,12 @@ if string.byte(holder, -1) == 119 then mark = '|w' end
 redis.call('SET', lease, '1|' .. owner .. '|' .. raised .. mark, 'KEEPTTL')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- Ahead of this server's clock: kept, so that the next token passes it
--- even if the lease runs out unreleased.
-if token >= now then
-  redis.call('SET', fence, '1|' .. raised, 'PX', math.floor((token - now) / 1000) + 1)
+-- Recorded as a mint is (see acquire.lua), so that the next token passes
+-- it even if the lease runs out unreleased; a higher record is kept.
+local last = redis.call('GET', fence)
+-- A record of another format is left alone, as acquire.lua leaves it.
+local ours = not last or (string.byte(last, 1) == 49 and string.byte(last, 2) == 124)
+if ours and (not last or tonumber(string.sub(last, 3)) < token) then
+  redis.call('SET', fence, '1|' .. raised, 'PX', math.max(math.floor((token - now) / 1000), 0) + 10000)
 end
 return 1

@@ -1,6 +1,7 @@
 -- Ends a lease if the owner holds it, and tells its waiters.
 --
--- KEYS[1]  the lease; KEYS[2] the token record (see acquire.lua)
+-- KEYS[1]  the lease (KEYS[2], the token record, is left alone: the
+--          acquire's record keeps the next token above this one)
 -- ARGV[1]  the owner value; ARGV[2] the release channel
 -- ARGV[3]  `PUBLISH`, or `SPUBLISH` on a Redis Cluster (the channel is in
 --          the lock's slot, so a release is heard on the slot's node alone)
@@ -8,7 +9,7 @@
 -- Replies 1 if released, 0 if the owner does not hold the lease (nothing
 -- is changed then), or `format:<version>` for a lease of another format
 -- (see acquire.lua), which it leaves alone.
-local lease, fence, owner, channel = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local lease, owner, channel = KEYS[1], ARGV[1], ARGV[2]
 local n = #owner
 local holder = redis.call('GET', lease)
 if not holder then return 0 end
@@ -24,11 +25,4 @@ end
 -- release whole.
 if string.byte(holder, -1) == 119 then redis.call(ARGV[3], channel, '1') end
 redis.call('DEL', lease)
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = tonumber(string.match(holder, '^%d+', n + 4))
--- Released while still ahead of the clock: the next token must pass it.
-if token >= now then
-  redis.call('SET', fence, '1|' .. string.format('%.0f', token), 'PX', math.floor((token - now) / 1000) + 1)
-end
 return 1

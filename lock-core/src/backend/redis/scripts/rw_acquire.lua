@@ -59,8 +59,8 @@ if mode == 'w' then free = live == 0 and not other_mark else free = not writer a
 if free then
   if marked_by == owner then redis.call('HDEL', holders, '~') end
   -- Mint past the clock, the record, every live holder's token and the
-  -- plain lock's, and record it while it leads the clock, so that every
-  -- kind of lock on the key mints above it.
+  -- plain lock's, and record it until the clock is 10 s past it (see
+  -- acquire.lua), so that every kind of lock on the key mints above it.
   local at = tonumber(t[1] .. string.rep('0', 6 - #t[2]) .. t[2])
   local next = math.max(at, top + 1)
   if last then next = math.max(next, tonumber(string.sub(last, 3)) + 1) end
@@ -68,7 +68,7 @@ if free then
   local held = plain and string.match(plain, '^1|[^|]*|(%d+)')
   if held then next = math.max(next, tonumber(held) + 1) end
   local token = string.format('%.0f', next)
-  redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 1)
+  redis.call('SET', fence, '1|' .. token, 'PX', math.floor((next - at) / 1000) + 10000)
   redis.call('HSET', holders, owner, '1|' .. token .. '|' .. (now + ttl) .. '|' .. mode)
   if redis.call('PTTL', holders) < ttl then redis.call('PEXPIRE', holders, ttl) end
   return token
