@@ -276,15 +276,31 @@ impl ClusterSet {
     pub async fn fail_over(&self, key: &str) -> u16 {
         let port = self.replica_port_of(key).await;
         let mut replica = self.node(port).connection().await;
-        let _: () = redis::cmd("CLUSTER")
-            .arg("FAILOVER")
-            .query_async(&mut replica)
-            .await
-            .expect("CLUSTER FAILOVER");
         let deadline = Instant::now() + SETTLE;
-        while self.master_port_of(key).await != port {
-            assert!(Instant::now() < deadline, "no failover within {SETTLE:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // A manual failover the master does not agree to within its
+        // timeout (5 s) is dropped: ask again, then without its agreement
+        // (FORCE: the other masters' votes suffice).
+        let mut force = false;
+        'ask: loop {
+            let mut failover = redis::cmd("CLUSTER");
+            failover.arg("FAILOVER");
+            if force {
+                failover.arg("FORCE");
+            }
+            let _: () = failover
+                .query_async(&mut replica)
+                .await
+                .expect("CLUSTER FAILOVER");
+            force = true;
+            let asked = Instant::now();
+            while self.master_port_of(key).await != port {
+                assert!(Instant::now() < deadline, "no failover within {SETTLE:?}");
+                if asked.elapsed() > Duration::from_secs(6) {
+                    continue 'ask;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            break;
         }
         self.settled().await;
         port

@@ -3,12 +3,20 @@
 //! Client processes print one event a line:
 //! `ev <unix-ms> <client> <kind> <key> <token>`, with kinds `acquire_sent`,
 //! `acquire_ok`, `acquire_failed`, `acquire_unknown`, `renewed`, `lost`,
-//! `write_ok`, `write_rejected`, `release_ok`, `release_err`. The store
-//! keeps, per key, the list of tokens of accepted writes in the order it
-//! applied them.
+//! `write_sent` (optional: a write sent before a loss was told is no
+//! write after it), `write_ok`, `write_rejected`, `release_ok`,
+//! `release_err` (and the campaign's `final_ok`, `final_failed`). The
+//! store keeps, per key, the list of tokens of accepted writes in the order
+//! it applied them.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
 
 /// Milliseconds since the Unix epoch (shared by processes on one host).
 pub fn now_ms() -> u64 {
@@ -20,6 +28,52 @@ pub fn now_ms() -> u64 {
 /// Formats one event line.
 pub fn event_line(client: &str, kind: &str, key: &str, token: u64) -> String {
     format!("ev {} {client} {kind} {key} {token}", now_ms())
+}
+
+/// Prints one event line on stdout, whole (lines of several threads do
+/// not mix).
+pub fn emit(client: &str, kind: &str, key: &str, token: u64) {
+    static OUT: Mutex<()> = Mutex::new(());
+    let _guard = OUT.lock();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", event_line(client, kind, key, token));
+    let _ = out.flush();
+}
+
+/// A tracing layer that turns lock-core's "lease renewed" events into
+/// `renewed` lines of client `id`.
+pub struct RenewalTap {
+    /// The client whose lines these are.
+    pub id: Arc<str>,
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    key: String,
+    token: u64,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let text = format!("{value:?}");
+        match field.name() {
+            "message" => self.message = text,
+            "key" => self.key = text,
+            "token" => self.token = text.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for RenewalTap {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if fields.message == "lease renewed" {
+            emit(&self.id, "renewed", &fields.key, fields.token);
+        }
+    }
 }
 
 /// One event of one client.
@@ -147,8 +201,16 @@ pub fn check(events: &[Event], facts: &Facts) -> Result<Summary, Vec<String>> {
                 bound - confirmed
             ));
         }
-        for write in events.iter().filter(same).filter(|e| e.kind == "write_ok") {
-            if write.at > lost.at {
+        // A write sent before the loss was told may come back after it.
+        let mut sent = None;
+        for write in events.iter().filter(same) {
+            if write.kind == "write_sent" {
+                sent = Some(write.at);
+            }
+            if write.kind != "write_ok" {
+                continue;
+            }
+            if sent.take().unwrap_or(write.at) > lost.at {
                 violations.push(format!(
                     "{} wrote with {} after it was told the lease was lost",
                     lost.client, lost.token

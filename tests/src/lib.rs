@@ -11,10 +11,12 @@
 //! PostgreSQL (also behind a [`PgBouncer`]), etcd members ([`EtcdServer`]) and ZooKeeper servers
 //! ([`ZooKeeperServer`]) the same way.
 
+pub mod campaign_history;
 mod clock_shift;
 mod cluster;
 mod etcd;
 pub mod history;
+pub mod nemesis;
 mod pgbouncer;
 mod postgres;
 mod process;

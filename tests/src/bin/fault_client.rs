@@ -13,60 +13,15 @@
 //!   runtime's only thread for `block-ms` (the watchdog cannot run), then
 //!   try to write and release.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::fence::RedisFence;
 use lock_core::{LockError, LockGuard, Locker};
-use lock_testkit::history::event_line;
-use tracing::field::{Field, Visit};
-use tracing_subscriber::layer::{Context, SubscriberExt};
+use lock_testkit::history::{RenewalTap, emit};
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, filter::LevelFilter};
-
-static OUT: Mutex<()> = Mutex::new(());
-
-fn emit(id: &str, kind: &str, key: &str, token: u64) {
-    let _guard = OUT.lock();
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{}", event_line(id, kind, key, token));
-    let _ = out.flush();
-}
-
-/// Turns lock-core's "lease renewed" events into `renewed` history lines.
-struct RenewalTap {
-    id: Arc<str>,
-}
-
-#[derive(Default)]
-struct Fields {
-    message: String,
-    key: String,
-    token: u64,
-}
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let text = format!("{value:?}");
-        match field.name() {
-            "message" => self.message = text,
-            "key" => self.key = text,
-            "token" => self.token = text.parse().unwrap_or(0),
-            _ => {}
-        }
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for RenewalTap {
-    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        if fields.message == "lease renewed" {
-            emit(&self.id, "renewed", &fields.key, fields.token);
-        }
-    }
-}
 
 async fn write_twice(
     fence: &RedisFence<redis::aio::MultiplexedConnection>,

@@ -47,7 +47,18 @@ impl Clients {
 
     /// Starts `fault_client <args>` as client `id` (the id is `args[3]`).
     pub fn spawn(&mut self, args: &[String], env: &[(&str, &str)]) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_fault_client"));
+        self.spawn_program(env!("CARGO_BIN_EXE_fault_client"), &args[3], args, env);
+    }
+
+    /// Starts `program <args>` as client `id`.
+    pub fn spawn_program(
+        &mut self,
+        program: &str,
+        id: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) {
+        let mut command = Command::new(program);
         command
             .args(args)
             .stdout(Stdio::piped())
@@ -55,7 +66,9 @@ impl Clients {
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().expect("spawn fault_client");
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|err| panic!("spawn {program}: {err}"));
         let stdout = child.stdout.take().unwrap();
         let sender = self.sender.clone();
         std::thread::spawn(move || {
@@ -63,7 +76,41 @@ impl Clients {
                 let _ = sender.send(line);
             }
         });
-        self.children.push((args[3].clone(), child));
+        self.children.push((id.to_owned(), child));
+    }
+
+    /// Kills client `id` (SIGKILL) and forgets it: [`finish`](Self::finish)
+    /// waits for the others.
+    pub fn kill(&mut self, id: &str) {
+        let at = self
+            .children
+            .iter()
+            .position(|(c, _)| c == id)
+            .expect("client");
+        let (_, mut child) = self.children.remove(at);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Sends `line` to client `id`.
+    pub fn say(&mut self, id: &str, line: &str) {
+        let stdin = self.stdin(id);
+        // A client that has exited cannot hear it: finish() reports that.
+        let _ = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+    }
+
+    /// The ids of the running clients.
+    pub fn ids(&self) -> Vec<String> {
+        self.children.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Every event that arrived so far, without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            if let Some(event) = Event::parse(&line) {
+                self.events.push(event);
+            }
+        }
     }
 
     fn pid(&self, id: &str) -> u32 {
@@ -156,7 +203,23 @@ impl Clients {
             let status = child.wait().unwrap();
             assert!(status.success(), "client {id} failed: {status}");
         }
-        (self.events, self.pauses)
+        (
+            std::mem::take(&mut self.events),
+            std::mem::take(&mut self.pauses),
+        )
+    }
+}
+
+/// A scenario that panics leaves no client behind, frozen ones included
+/// (SIGKILL ends a stopped process too).
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 }
 
@@ -211,20 +274,27 @@ pub fn worker(
 
 /// The data server's accepted-write lists, per lock key.
 pub async fn store_histories(data: &RedisServer, keys: u64) -> HashMap<String, Vec<u64>> {
+    history_lists(data, (0..keys).map(|k| format!("fault:{k}"))).await
+}
+
+/// The data server's accepted-write lists (`{<name>}:history`) of `names`.
+pub async fn history_lists(
+    data: &RedisServer,
+    names: impl IntoIterator<Item = String>,
+) -> HashMap<String, Vec<u64>> {
     let mut conn = data.connection().await;
-    let mut store = HashMap::new();
-    for k in 0..keys {
-        let key = format!("fault:{k}");
+    let mut lists = HashMap::new();
+    for name in names {
         let tokens: Vec<u64> = redis::cmd("LRANGE")
-            .arg(format!("{{{key}}}:history"))
+            .arg(format!("{{{name}}}:history"))
             .arg(0)
             .arg(-1)
             .query_async(&mut conn)
             .await
-            .unwrap();
-        store.insert(key, tokens);
+            .expect("LRANGE");
+        lists.insert(name, tokens);
     }
-    store
+    lists
 }
 
 /// Checks the history, panicking with every violation.

@@ -12,6 +12,7 @@
 //! (`lock::redis_only::tokens_rise_across_restart_without_persistence`);
 //! scenario 8 here adds the restart under load.
 
+mod campaign;
 mod consensus;
 mod harness;
 mod postgres;

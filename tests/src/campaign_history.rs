@@ -1,0 +1,362 @@
+//! What the fault campaign asks of a history, on top of
+//! [`history::check`](crate::history::check).
+//!
+//! The campaign's clients (`campaign_client`) name each lock `<kind>.<key>`
+//! and each task `<process>.t<n>`; renewals name the process and the key.
+//! Beyond the suite's checks (no token issued twice, accepted writes in
+//! token order and each token's writes together, losses told in time, no
+//! write after a told loss), a campaign history must show:
+//! - **no lost or phantom update**: each lock's list in the fenced store
+//!   holds exactly the writes its clients saw accepted;
+//! - **tokens in grant order across kinds**: a lock of a key asked for after
+//!   another lock of the key (any kind) was granted gets a larger token;
+//! - **superseded holders told**: a holder whose lock went to a newer token
+//!   is told (`lost`, or its write refused) within a renewal interval plus
+//!   slack, unless it was frozen: no write of it is accepted later without
+//!   that;
+//! - **liveness**: once the faults stop, every task gets every key
+//!   (`final_ok`, never `final_failed`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use crate::history::{Event, Facts, Summary, check};
+
+/// A broken promise, when and on which key it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// When it shows (Unix ms).
+    pub at: u64,
+    /// The lock's key (`k0`), whatever the kind.
+    pub key: String,
+    /// What broke.
+    pub text: String,
+}
+
+/// The process of a task's or process's client name (`c0.t1` -> `c0`).
+fn process(client: &str) -> &str {
+    client
+        .split_once('.')
+        .map_or(client, |(process, _)| process)
+}
+
+/// The key of a lock name (`fair.k0` -> `k0`).
+fn key_of(name: &str) -> &str {
+    name.split_once('.').map_or(name, |(_, key)| key)
+}
+
+/// Whether `client`'s process was frozen until less than `window` before
+/// `at` (too late to have heard anything since).
+fn frozen_until_near(facts: &Facts, client: &str, at: u64, window: u64) -> bool {
+    facts
+        .pauses
+        .get(process(client))
+        .into_iter()
+        .flatten()
+        .any(|&(stop, cont)| stop <= at && cont + window >= at)
+}
+
+/// Checks a campaign history; `facts.store` maps each lock name to its
+/// accepted writes in the fenced store's order.
+pub fn check_campaign(events: &[Event], facts: &Facts) -> Result<Summary, Vec<Violation>> {
+    let mut violations = Vec::new();
+    let ttl = facts.ttl.as_millis() as u64;
+    let slack = facts.slack.as_millis() as u64;
+
+    // The suite's checks, on the events as one client per process, with
+    // renewals named like the lock they renew.
+    let named: HashMap<(&str, &str, u64), &str> = events
+        .iter()
+        .filter(|e| e.kind == "acquire_ok")
+        .map(|e| {
+            (
+                (process(&e.client), key_of(&e.key), e.token),
+                e.key.as_str(),
+            )
+        })
+        .collect();
+    let as_processes: Vec<Event> = events
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e.kind == "renewed"
+                && let Some(name) = named.get(&(process(&e.client), e.key.as_str(), e.token))
+            {
+                e.key = (*name).to_owned();
+            }
+            e.client = process(&e.client).to_owned();
+            e
+        })
+        .collect();
+    let summary = match check(&as_processes, facts) {
+        Ok(summary) => summary,
+        Err(found) => {
+            let at = events.last().map_or(0, |e| e.at);
+            violations.extend(found.into_iter().map(|text| Violation {
+                at,
+                key: text.split(':').next().map(key_of).unwrap_or("").to_owned(),
+                text,
+            }));
+            Summary::default()
+        }
+    };
+
+    // No lost or phantom update, lock by lock.
+    let mut seen: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "write_ok") {
+        seen.entry(&e.key).or_default().push(e.token);
+    }
+    for (name, stored) in &facts.store {
+        let mut stored = stored.clone();
+        let mut saw = seen.remove(name.as_str()).unwrap_or_default();
+        stored.sort_unstable();
+        saw.sort_unstable();
+        if stored != saw {
+            violations.push(Violation {
+                at: events.last().map_or(0, |e| e.at),
+                key: key_of(name).to_owned(),
+                text: format!(
+                    "{name}: the store kept {} writes, the clients saw {} accepted",
+                    stored.len(),
+                    saw.len()
+                ),
+            });
+        }
+    }
+    for (name, saw) in seen {
+        violations.push(Violation {
+            at: events.last().map_or(0, |e| e.at),
+            key: key_of(name).to_owned(),
+            text: format!(
+                "{name}: {} accepted writes the store does not have",
+                saw.len()
+            ),
+        });
+    }
+
+    // Each task asks for one lock at a time: its grant's request is its
+    // last `acquire_sent` of that lock.
+    let mut sent_at: HashMap<(&str, &str), u64> = HashMap::new();
+    let mut grants: Vec<(u64, u64, &Event)> = Vec::new();
+    for e in events {
+        match e.kind.as_str() {
+            "acquire_sent" => {
+                sent_at.insert((&e.client, &e.key), e.at);
+            }
+            // The settle phase's grants come right after the last fault.
+            "acquire_ok" | "final_ok" => {
+                let sent = sent_at.get(&(e.client.as_str(), e.key.as_str())).copied();
+                grants.push((sent.unwrap_or(e.at), e.at, e));
+            }
+            _ => {}
+        }
+    }
+
+    // Tokens in grant order across kinds, key by key.
+    let mut by_key: BTreeMap<&str, Vec<&(u64, u64, &Event)>> = BTreeMap::new();
+    for grant in &grants {
+        by_key.entry(key_of(&grant.2.key)).or_default().push(grant);
+    }
+    for (key, grants) in &by_key {
+        // Granted before the later request was sent: the later token must
+        // be larger. Sorted by grant time, the largest token granted before
+        // each request suffices.
+        let mut granted: Vec<(u64, u64, &Event)> =
+            grants.iter().map(|g| (g.1, g.2.token, g.2)).collect();
+        granted.sort_by_key(|g| g.0);
+        for &&(sent, _, later) in grants {
+            let before = granted
+                .iter()
+                .take_while(|g| g.0 < sent)
+                .max_by_key(|g| g.1);
+            if let Some(&(at, token, earlier)) = before
+                && later.token <= token
+            {
+                violations.push(Violation {
+                    at: later.at,
+                    key: (*key).to_owned(),
+                    text: format!(
+                        "{} was granted {} {} (asked at {sent}) after {} had been granted {} {} at {at}",
+                        later.client, later.key, later.token, earlier.client, earlier.key, token
+                    ),
+                });
+            }
+        }
+    }
+
+    // Superseded holders told before an accepted write.
+    let interval = ttl / 3;
+    let told = |client: &str, name: &str, token: u64, by: u64| {
+        events.iter().any(|e| {
+            e.kind == "lost"
+                && e.client == client
+                && e.key == name
+                && e.token == token
+                && e.at <= by
+        })
+    };
+    let mut write_sent: HashMap<(&str, &str, u64), u64> = HashMap::new();
+    for e in events {
+        match e.kind.as_str() {
+            "write_sent" => {
+                write_sent.insert((&e.client, &e.key, e.token), e.at);
+            }
+            "write_ok" => {
+                let sent = write_sent
+                    .get(&(e.client.as_str(), e.key.as_str(), e.token))
+                    .copied()
+                    .unwrap_or(e.at);
+                // Any newer grant a renewal interval before the write, the
+                // holder not frozen until just before it, is one it should
+                // have heard of.
+                let window = interval + slack;
+                let newer = grants.iter().find(|(_, granted, g)| {
+                    g.key == e.key && g.token > e.token && granted + window < sent
+                });
+                if let Some(&(_, granted, newer)) = newer
+                    && !told(&e.client, &e.key, e.token, sent)
+                    && !frozen_until_near(facts, &e.client, sent, window)
+                {
+                    violations.push(Violation {
+                        at: sent,
+                        key: key_of(&e.key).to_owned(),
+                        text: format!(
+                            "{} wrote {} with {} {} ms after {} was granted {}, and was not told",
+                            e.client,
+                            e.key,
+                            e.token,
+                            sent - granted,
+                            newer.client,
+                            newer.token
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // Liveness once the faults stopped.
+    for e in events.iter().filter(|e| e.kind == "final_failed") {
+        violations.push(Violation {
+            at: e.at,
+            key: key_of(&e.key).to_owned(),
+            text: format!(
+                "{} did not get {} after the faults stopped",
+                e.client, e.key
+            ),
+        });
+    }
+
+    if violations.is_empty() {
+        Ok(summary)
+    } else {
+        violations.sort_by_key(|v| v.at);
+        Err(violations)
+    }
+}
+
+/// The events of `violation`'s key from 2 ttl before it to one ttl after,
+/// renewals left out and at most the 40 nearest to it: the smallest window
+/// of the history that shows it.
+pub fn window<'a>(events: &'a [Event], violation: &Violation, ttl: Duration) -> Vec<&'a Event> {
+    let ttl = ttl.as_millis() as u64;
+    let (from, to) = (violation.at.saturating_sub(2 * ttl), violation.at + ttl);
+    let mut near: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.kind != "renewed" && key_of(&e.key) == violation.key)
+        .filter(|e| (from..=to).contains(&e.at))
+        .collect();
+    near.sort_by_key(|e| e.at.abs_diff(violation.at));
+    near.truncate(40);
+    near.sort_by_key(|e| e.at);
+    near
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(at: u64, client: &str, kind: &str, key: &str, token: u64) -> Event {
+        Event {
+            at,
+            client: client.into(),
+            kind: kind.into(),
+            key: key.into(),
+            token,
+        }
+    }
+
+    fn facts(store: &[(&str, Vec<u64>)]) -> Facts {
+        Facts {
+            ttl: Duration::from_millis(900),
+            store: store
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
+            slack: Duration::from_millis(100),
+            ..Facts::default()
+        }
+    }
+
+    fn clean() -> Vec<Event> {
+        vec![
+            ev(0, "a.t0", "acquire_sent", "plain.k0", 0),
+            ev(1, "a.t0", "acquire_ok", "plain.k0", 10),
+            ev(2, "b.t0", "acquire_sent", "fair.k0", 0),
+            ev(3, "b.t0", "acquire_ok", "fair.k0", 11),
+            ev(4, "a.t0", "write_sent", "plain.k0", 10),
+            ev(5, "a.t0", "write_ok", "plain.k0", 10),
+            ev(6, "a.t0", "release_ok", "plain.k0", 10),
+            ev(7, "a.t0", "final_ok", "plain.k0", 12),
+        ]
+    }
+
+    #[test]
+    fn a_clean_campaign_history_passes() {
+        let found = check_campaign(&clean(), &facts(&[("plain.k0", vec![10])]));
+        assert!(found.is_ok(), "{found:?}");
+    }
+
+    #[test]
+    fn each_campaign_promise_is_checked() {
+        let texts = |events: &[Event], store: &[(&str, Vec<u64>)]| {
+            let found = check_campaign(events, &facts(store)).unwrap_err();
+            found
+                .into_iter()
+                .map(|v| v.text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        // A lost update: the store lacks an accepted write.
+        let text = texts(&clean(), &[("plain.k0", vec![])]);
+        assert!(text.contains("the store kept 0 writes"), "{text}");
+        // A token below one granted before the request.
+        let mut events = clean();
+        events[3].token = 9;
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(
+            text.contains("after a.t0 had been granted plain.k0 10"),
+            "{text}"
+        );
+        // A holder writing long after a newer grant of its lock, untold.
+        let mut events = clean();
+        events.insert(2, ev(2, "c.t0", "acquire_sent", "plain.k0", 0));
+        events.insert(3, ev(2, "c.t0", "acquire_ok", "plain.k0", 13));
+        for e in events.iter_mut().filter(|e| e.kind.starts_with("write")) {
+            e.at += 1000;
+        }
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("and was not told"), "{text}");
+        // Told first: no violation of that kind.
+        events.insert(4, ev(500, "a.t0", "lost", "plain.k0", 10));
+        let found = check_campaign(&events, &facts(&[("plain.k0", vec![10])]));
+        let text = format!("{found:?}");
+        assert!(!text.contains("was not told"), "{text}");
+        // A task that did not get its key after the faults.
+        let mut events = clean();
+        events.push(ev(8, "b.t0", "final_failed", "plain.k0", 0));
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("did not get plain.k0"), "{text}");
+    }
+}

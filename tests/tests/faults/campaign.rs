@@ -1,0 +1,590 @@
+//! The randomized fault campaign: client processes taking every kind of
+//! lock on a few keys, with fenced writes, while a nemesis drawn from a
+//! seed pauses, kills and restarts clients and store members, cuts
+//! connections and steps store clocks; then every history is judged
+//! (`lock_testkit::campaign_history`).
+//!
+//! CI runs two fixed seeds per store (`campaign_<store>`). A failure prints
+//! the seed, the store, the steps and, for each violation, the smallest
+//! window of the history that shows it; `scripts/nemesis --seed S --store
+//! NAME` replays it step for step, and `scripts/nemesis --minutes M` runs
+//! new seeds and prints a summary table (`campaign_on_demand`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lock_testkit::campaign_history::{Violation, check_campaign, window};
+use lock_testkit::history::{Event, Facts, now_ms};
+use lock_testkit::nemesis::{Fault, FaultKind, Menu, Step, schedule};
+use lock_testkit::{
+    ClockShift, ClusterSet, DelayProxy, EtcdServer, PostgresServer, RedisServer, SentinelSet,
+    ZooKeeperServer, lasting_keys, send_signal,
+};
+
+use crate::harness::{Clients, SLACK, history_lists, one_at_a_time};
+use crate::scenarios::blocking;
+
+/// Client processes, tasks per process and keys of every campaign.
+const CLIENTS: usize = 4;
+const TASKS: usize = 3;
+const KEYS: u64 = 2;
+/// How long the nemesis draws steps for (the last step may run past it).
+const LENGTH: Duration = Duration::from_secs(6);
+/// The kinds of lock every campaign's fenced writes use, by event name.
+const NAMES: [&str; 5] = ["plain", "fair", "write", "permit", "segment"];
+
+/// A deployment under the nemesis.
+enum Deployment {
+    /// One Redis server without persistence, reached through a proxy, on
+    /// a clock the nemesis can step.
+    Redis {
+        server: RedisServer,
+        proxy: DelayProxy,
+        clock: ClockShift,
+    },
+    /// A master, a replica and 3 sentinels, the clients finding the
+    /// master through them.
+    Sentinel(SentinelSet),
+    /// A Redis Cluster of 3 masters and 3 replicas, and the failovers so far.
+    Cluster(ClusterSet, u64),
+    /// An etcd of 3 members.
+    Etcd(Vec<EtcdServer>),
+    /// A ZooKeeper ensemble of 3.
+    ZooKeeper(Vec<ZooKeeperServer>),
+    /// One PostgreSQL server, reached through a proxy, on a clock the
+    /// nemesis can step.
+    Postgres {
+        server: PostgresServer,
+        proxy: DelayProxy,
+        clock: ClockShift,
+    },
+}
+
+/// The stores a campaign runs on, by name.
+pub const STORES: [&str; 6] = [
+    "redis",
+    "sentinel",
+    "cluster",
+    "etcd",
+    "zookeeper",
+    "postgres",
+];
+
+impl Deployment {
+    async fn start(store: &str) -> Self {
+        match store {
+            "redis" => {
+                let clock = ClockShift::new();
+                let server = RedisServer::options().launcher(clock.launcher()).start();
+                let proxy = DelayProxy::start(server.port()).await;
+                Deployment::Redis {
+                    server,
+                    proxy,
+                    clock,
+                }
+            }
+            "sentinel" => {
+                let set = blocking(|| SentinelSet::start(1, 3)).await;
+                set.settled().await;
+                Deployment::Sentinel(set)
+            }
+            "cluster" => {
+                let cluster = blocking(ClusterSet::start).await;
+                cluster.settled().await;
+                Deployment::Cluster(cluster, 0)
+            }
+            "etcd" => Deployment::Etcd(blocking(|| EtcdServer::cluster(3)).await),
+            "zookeeper" => Deployment::ZooKeeper(blocking(|| ZooKeeperServer::ensemble(3)).await),
+            "postgres" => {
+                let clock = ClockShift::new();
+                let server = tokio::task::block_in_place(|| PostgresServer::start_on_clock(&clock));
+                let proxy = DelayProxy::start(server.port()).await;
+                Deployment::Postgres {
+                    server,
+                    proxy,
+                    clock,
+                }
+            }
+            other => panic!("no campaign store {other:?}: one of {STORES:?}"),
+        }
+    }
+
+    /// The clients' lease: what the store's failover needs to stay within.
+    fn ttl(&self) -> Duration {
+        match self {
+            Deployment::Redis { .. } | Deployment::Postgres { .. } | Deployment::Cluster(..) => {
+                Duration::from_secs(1)
+            }
+            Deployment::Sentinel(_) | Deployment::Etcd(_) | Deployment::ZooKeeper(_) => {
+                Duration::from_secs(2)
+            }
+        }
+    }
+
+    /// The URL the clients lock through.
+    fn url(&self) -> String {
+        match self {
+            Deployment::Redis { proxy, .. } => proxy.url(),
+            Deployment::Sentinel(set) => set.url(),
+            Deployment::Cluster(cluster, _) => cluster.url(),
+            Deployment::Etcd(members) => EtcdServer::url(members),
+            Deployment::ZooKeeper(members) => ZooKeeperServer::url(members),
+            Deployment::Postgres { proxy, .. } => {
+                format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port())
+            }
+        }
+    }
+
+    /// Whether the store keeps every kind of lock.
+    fn kinds(&self) -> &'static str {
+        "all"
+    }
+
+    fn members(&self) -> usize {
+        match self {
+            Deployment::Redis { .. } | Deployment::Postgres { .. } => 1,
+            Deployment::Sentinel(_) | Deployment::Cluster(..) => 0,
+            Deployment::Etcd(members) => members.len(),
+            Deployment::ZooKeeper(members) => members.len(),
+        }
+    }
+
+    /// What the nemesis may do here. etcd (Go reads the clock without the
+    /// C library) and ZooKeeper (sessions on the JVM's monotonic clock) take
+    /// no clock steps; their clients connect to every member, so a cut is a
+    /// member's kill. Sentinel and Cluster take their own failovers.
+    fn menu(&self) -> Menu {
+        use FaultKind::*;
+        let mut kinds = vec![Quiet, PauseClient, KillClient];
+        match self {
+            Deployment::Redis { .. } | Deployment::Postgres { .. } => {
+                kinds.extend([PauseMember, KillMember, Cut, ClockJump]);
+            }
+            Deployment::Etcd(_) | Deployment::ZooKeeper(_) => {
+                kinds.extend([PauseMember, KillMember]);
+            }
+            Deployment::Sentinel(_) | Deployment::Cluster(..) => kinds.push(Failover),
+        }
+        Menu {
+            clients: CLIENTS,
+            members: self.members(),
+            kinds,
+            ttl: self.ttl(),
+            restart_forgets: matches!(self, Deployment::Redis { .. }),
+        }
+    }
+
+    fn pids(&self, member: usize) -> Vec<u32> {
+        match self {
+            Deployment::Redis { server, .. } => server.pid().into_iter().collect(),
+            Deployment::Etcd(members) => members[member].pid().into_iter().collect(),
+            Deployment::ZooKeeper(members) => members[member].pid().into_iter().collect(),
+            Deployment::Postgres { server, .. } => server.pids(),
+            Deployment::Sentinel(_) | Deployment::Cluster(..) => unreachable!("not on the menu"),
+        }
+    }
+
+    fn kill(&mut self, member: usize) {
+        match self {
+            Deployment::Redis { server, .. } => server.kill(),
+            Deployment::Etcd(members) => members[member].kill(),
+            Deployment::ZooKeeper(members) => members[member].kill(),
+            // Killed and started at once, recovering from its WAL.
+            Deployment::Postgres { server, .. } => server.crash_and_restart(),
+            Deployment::Sentinel(_) | Deployment::Cluster(..) => unreachable!("not on the menu"),
+        }
+    }
+
+    fn restart(&mut self, member: usize) {
+        match self {
+            Deployment::Redis { server, .. } => server.restart(),
+            Deployment::Etcd(members) => members[member].restart(),
+            Deployment::ZooKeeper(members) => members[member].restart(),
+            Deployment::Postgres { .. } => {}
+            Deployment::Sentinel(_) | Deployment::Cluster(..) => unreachable!("not on the menu"),
+        }
+    }
+
+    fn proxy(&self) -> Option<&DelayProxy> {
+        match self {
+            Deployment::Redis { proxy, .. } | Deployment::Postgres { proxy, .. } => Some(proxy),
+            _ => None,
+        }
+    }
+
+    fn clock(&self) -> Option<&ClockShift> {
+        match self {
+            Deployment::Redis { clock, .. } | Deployment::Postgres { clock, .. } => Some(clock),
+            _ => None,
+        }
+    }
+
+    /// What the store still keeps of any lock: nothing, once every lease
+    /// ended.
+    async fn leftover(&self) -> Vec<String> {
+        match self {
+            Deployment::Redis { server, .. } => {
+                // Token records lapse on their own, 10 s past their token.
+                lasting_keys(&mut server.connection().await).await
+            }
+            Deployment::Sentinel(set) => {
+                let master = set.server(set.master_port().await);
+                lasting_keys(&mut master.connection().await).await
+            }
+            Deployment::Cluster(cluster, _) => {
+                let mut left = Vec::new();
+                for key in 0..KEYS {
+                    let master = cluster.master_of(&format!("k{key}")).await;
+                    left.extend(lasting_keys(&mut master.connection().await).await);
+                }
+                left.sort();
+                left.dedup();
+                left
+            }
+            Deployment::Etcd(members) => lock_testkit::etcd_keys(&members[0]).await,
+            Deployment::ZooKeeper(members) => {
+                let client = lock_testkit::zookeeper_client(&members[0]).await;
+                let mut left = Vec::new();
+                let top = client.list_children("/").await.unwrap_or_default();
+                for parent in top.iter().filter(|name| *name != "zookeeper") {
+                    let path = format!("/{parent}");
+                    for child in client.list_children(&path).await.unwrap_or_default() {
+                        left.push(format!("{path}/{child}"));
+                    }
+                }
+                left
+            }
+            Deployment::Postgres { server, .. } => {
+                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
+                            UNION ALL SELECT name || ' ' || owner FROM lock.holders \
+                            WHERE expires > clock_timestamp()";
+                let rows = server.client().await.query(live, &[]).await;
+                rows.map(|rows| rows.iter().map(|row| row.get(0)).collect())
+                    .unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// What one campaign ran and found.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub steps: usize,
+    pub acquisitions: usize,
+    pub accepted: usize,
+    pub rejected: usize,
+    pub lost: usize,
+    pub faults: BTreeMap<String, usize>,
+    pub violations: Vec<String>,
+}
+
+/// A client process running `campaign_client`, as `id`.
+fn spawn(clients: &mut Clients, deployment: &Deployment, data: &RedisServer, id: &str, seed: u64) {
+    let args = [
+        deployment.url(),
+        data.url(),
+        id.to_owned(),
+        seed.to_string(),
+        TASKS.to_string(),
+        KEYS.to_string(),
+        deployment.ttl().as_millis().to_string(),
+        deployment.kinds().to_owned(),
+    ];
+    clients.spawn_program(env!("CARGO_BIN_EXE_campaign_client"), id, &args, &[]);
+}
+
+/// Applies one fault and heals it; returns when it is over.
+async fn apply(
+    fault: &Fault,
+    deployment: &mut Deployment,
+    clients: &mut Clients,
+    data: &RedisServer,
+    names: &mut [String],
+    seed: u64,
+) {
+    match fault {
+        Fault::Quiet(lasting) => tokio::time::sleep(*lasting).await,
+        Fault::PauseClient { client, lasting } => {
+            let since = clients.stop(&names[*client]);
+            tokio::time::sleep(*lasting).await;
+            clients.cont(&names[*client], since);
+        }
+        Fault::KillClient { client } => {
+            clients.kill(&names[*client]);
+            let next = format!("{}r", names[*client]);
+            spawn(clients, deployment, data, &next, seed);
+            names[*client] = next;
+        }
+        Fault::PauseMember { member, lasting } => {
+            let pids = deployment.pids(*member);
+            for &pid in &pids {
+                send_signal(pid, libc::SIGSTOP);
+            }
+            tokio::time::sleep(*lasting).await;
+            for &pid in &pids {
+                send_signal(pid, libc::SIGCONT);
+            }
+        }
+        Fault::KillMember { member, down } => {
+            deployment.kill(*member);
+            tokio::time::sleep(*down).await;
+            deployment.restart(*member);
+        }
+        Fault::Cut { lasting } => {
+            let proxy = deployment.proxy().expect("a cut needs the proxy");
+            proxy.cut();
+            tokio::time::sleep(*lasting).await;
+            proxy.heal();
+        }
+        Fault::ClockJump { ms, lasting, .. } => {
+            let clock = deployment.clock().expect("a clock step needs the shim");
+            clock.set_ms(*ms);
+            tokio::time::sleep(*lasting).await;
+            clock.set_ms(0);
+        }
+        Fault::Failover => match deployment {
+            Deployment::Sentinel(set) => {
+                set.failover().await;
+            }
+            // The master of each key in turn.
+            Deployment::Cluster(cluster, failovers) => {
+                cluster.fail_over(&format!("k{}", *failovers % KEYS)).await;
+                *failovers += 1;
+            }
+            _ => unreachable!("not on this store's menu"),
+        },
+    }
+}
+
+/// Runs the campaign of `seed` on `store`, checks it, and returns what it
+/// ran and found (violations included, with their windows).
+pub async fn campaign(seed: u64, store: &str) -> Report {
+    let mut deployment = Deployment::start(store).await;
+    let data = RedisServer::start();
+    let ttl = deployment.ttl();
+    let steps = schedule(seed, &deployment.menu(), LENGTH);
+    let mut clients = Clients::new();
+    let mut names: Vec<String> = (0..CLIENTS).map(|i| format!("c{i}")).collect();
+    for name in &names {
+        spawn(&mut clients, &deployment, &data, name, seed);
+    }
+    let mut ready = 0;
+    while ready < CLIENTS {
+        if clients.next().kind == "ready" {
+            ready += 1;
+        }
+    }
+    let mut report = Report {
+        steps: steps.len(),
+        ..Report::default()
+    };
+    for step in &steps {
+        tokio::time::sleep(step.gap).await;
+        apply(
+            &step.fault,
+            &mut deployment,
+            &mut clients,
+            &data,
+            &mut names,
+            seed,
+        )
+        .await;
+        clients.drain();
+        *report
+            .faults
+            .entry(format!("{:?}", step.fault.kind()))
+            .or_default() += 1;
+    }
+    let healed = now_ms();
+    for id in clients.ids() {
+        clients.say(&id, "settle");
+    }
+    let (events, pauses) = blocking(move || clients.finish()).await;
+
+    // Nothing left within 2 x ttl of the end (every lease ends by then).
+    let deadline = Instant::now() + 2 * ttl + SLACK;
+    let mut left = deployment.leftover().await;
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = deployment.leftover().await;
+    }
+    let names = NAMES
+        .iter()
+        .flat_map(|kind| (0..KEYS).map(move |key| format!("{kind}.k{key}")));
+    let lists = history_lists(&data, names).await;
+    let facts = Facts {
+        ttl,
+        pauses,
+        store: lists,
+        slack: SLACK,
+    };
+    let mut violations = match check_campaign(&events, &facts) {
+        Ok(summary) => {
+            report.acquisitions = summary.acquired;
+            report.accepted = summary.accepted;
+            report.rejected = summary.rejected;
+            report.lost = summary.lost;
+            Vec::new()
+        }
+        Err(found) => found,
+    };
+    if !left.is_empty() {
+        violations.push(Violation {
+            at: healed,
+            key: String::new(),
+            text: format!(
+                "left in the store {} ms after the faults: {left:?}",
+                now_ms() - healed
+            ),
+        });
+    }
+    report.violations = violations
+        .iter()
+        .map(|v| describe(v, &events, ttl))
+        .collect();
+    if !report.violations.is_empty() {
+        let steps: Vec<String> = steps.iter().map(Step::to_string).collect();
+        eprintln!(
+            "campaign seed {seed} on {store}: {} violations\nsteps:\n  {}\n\n{}\nreplay: scripts/nemesis --seed {seed} --store {store}",
+            report.violations.len(),
+            steps.join("\n  "),
+            report.violations.join("\n\n"),
+        );
+    }
+    report
+}
+
+/// A violation with the window of the history that shows it.
+fn describe(violation: &Violation, events: &[Event], ttl: Duration) -> String {
+    let lines: Vec<String> = window(events, violation, ttl)
+        .iter()
+        .map(|e| format!("    {} {} {} {} {}", e.at, e.client, e.kind, e.key, e.token))
+        .collect();
+    format!("- {}\n{}", violation.text, lines.join("\n"))
+}
+
+/// The fixed seeds CI runs on `store`: two per store. On Redis, seed 2
+/// catches token records kept too briefly for a clock step back (it found
+/// that bug) and seed 6 caught a renewal without its owner check in the
+/// one run tried.
+fn ci_seeds(store: &str) -> [u64; 2] {
+    match store {
+        "redis" => [2, 6],
+        _ => [1, 2],
+    }
+}
+
+/// Runs the fixed seeds on `store` (or the one `NEMESIS_SEED` names) and
+/// fails on any violation.
+async fn fixed_seeds(store: &str) {
+    let _one_at_a_time = one_at_a_time().await;
+    let seeds: Vec<u64> = match std::env::var("NEMESIS_SEED") {
+        Ok(seed) => vec![seed.parse().expect("NEMESIS_SEED is a number")],
+        Err(_) => ci_seeds(store).to_vec(),
+    };
+    for seed in seeds {
+        let report = campaign(seed, store).await;
+        println!(
+            "seed {seed} on {store}: {} steps, {} acquisitions, {} writes accepted, {} refused, {} losses told; faults {:?}",
+            report.steps,
+            report.acquisitions,
+            report.accepted,
+            report.rejected,
+            report.lost,
+            report.faults
+        );
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed} on {store}: {} violations (above)",
+            report.violations.len()
+        );
+        assert!(
+            report.acquisitions > 0,
+            "seed {seed} on {store}: nothing was locked"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_redis() {
+    fixed_seeds("redis").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_sentinel() {
+    fixed_seeds("sentinel").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_cluster() {
+    fixed_seeds("cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_etcd() {
+    fixed_seeds("etcd").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_zookeeper() {
+    fixed_seeds("zookeeper").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn campaign_postgres() {
+    fixed_seeds("postgres").await;
+}
+
+/// New seeds for `NEMESIS_MINUTES` minutes on every store (or
+/// `NEMESIS_STORE`), one row per store: run by `scripts/nemesis --minutes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "on demand: scripts/nemesis --minutes M"]
+async fn campaign_on_demand() {
+    let minutes: f64 = std::env::var("NEMESIS_MINUTES")
+        .map(|m| m.parse().expect("NEMESIS_MINUTES is a number"))
+        .unwrap_or(1.0);
+    let stores: Vec<String> = match std::env::var("NEMESIS_STORE") {
+        Ok(store) => vec![store],
+        Err(_) => STORES.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let until = Instant::now() + Duration::from_secs_f64(minutes * 60.0);
+    let mut totals: BTreeMap<String, (usize, Report)> = BTreeMap::new();
+    let mut failing = Vec::new();
+    'outer: loop {
+        for store in &stores {
+            if Instant::now() >= until {
+                break 'outer;
+            }
+            let seed = rand::random::<u32>() as u64;
+            let report = campaign(seed, store).await;
+            if !report.violations.is_empty() {
+                failing.push(format!("{store} seed {seed}"));
+            }
+            let (schedules, total) = totals.entry(store.clone()).or_default();
+            *schedules += 1;
+            total.steps += report.steps;
+            total.acquisitions += report.acquisitions;
+            total.violations.extend(report.violations);
+            for (kind, n) in report.faults {
+                *total.faults.entry(kind).or_default() += n;
+            }
+        }
+    }
+    println!("| store | schedules | steps | acquisitions | faults by type | violations |");
+    println!("|---|---|---|---|---|---|");
+    for (store, (schedules, total)) in &totals {
+        let faults: Vec<String> = total
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "| {store} | {schedules} | {} | {} | {} | {} |",
+            total.steps,
+            total.acquisitions,
+            faults.join(", "),
+            total.violations.len()
+        );
+    }
+    assert!(failing.is_empty(), "failing seeds: {failing:?}");
+}
