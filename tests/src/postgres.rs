@@ -73,10 +73,11 @@ impl PostgresServer {
         Self::start_with(true, &[])
     }
 
-    /// [`start`](Self::start) on `clock`, whose steps the server's
-    /// `clock_timestamp()` and `now()` follow (also after a restart).
-    pub fn start_on_clock(clock: &ClockShift) -> Self {
-        Self::start_in(false, &[], clock.env().to_vec())
+    /// [`start_with_settings`](Self::start_with_settings) on `clock`, whose
+    /// steps the server's `clock_timestamp()` and `now()` follow (also
+    /// after a restart).
+    pub fn start_on_clock(clock: &ClockShift, settings: &[&str]) -> Self {
+        Self::start_in(false, settings, clock.env().to_vec())
     }
 
     fn start_with(tls: bool, settings: &[&str]) -> Self {

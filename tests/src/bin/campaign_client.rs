@@ -198,7 +198,11 @@ impl Client {
                     emit(who, "final_ok", &name, guard.token().get());
                     let _ = guard.release().await;
                 }
-                Err(_) => emit(who, "final_failed", &name, 0),
+                Err(error) => {
+                    let held = self.locker.inspect(&format!("k{key}")).await;
+                    eprintln!("{who}: {name} after the faults: {error}; the store holds {held:?}");
+                    emit(who, "final_failed", &name, 0);
+                }
             }
         }
     }

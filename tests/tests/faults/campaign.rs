@@ -97,7 +97,12 @@ impl Deployment {
             "zookeeper" => Deployment::ZooKeeper(blocking(|| ZooKeeperServer::ensemble(3)).await),
             "postgres" => {
                 let clock = ClockShift::new();
-                let server = tokio::task::block_in_place(|| PostgresServer::start_on_clock(&clock));
+                // Commits durable before they are answered, as
+                // docs/guarantees.md asks for tokens that rise across a
+                // crash (the kit's default turns it off for speed).
+                let server = tokio::task::block_in_place(|| {
+                    PostgresServer::start_on_clock(&clock, &["synchronous_commit=on"])
+                });
                 let proxy = DelayProxy::start(server.port()).await;
                 Deployment::Postgres {
                     server,
@@ -444,11 +449,19 @@ pub async fn campaign(seed: u64, store: &str) -> Report {
         .collect();
     if !report.violations.is_empty() {
         let steps: Vec<String> = steps.iter().map(Step::to_string).collect();
+        // The whole history beside the windows, for what they leave out.
+        let path = std::env::temp_dir().join(format!("nemesis-{store}-{seed}.history"));
+        let lines: Vec<String> = events
+            .iter()
+            .map(|e| format!("{} {} {} {} {}", e.at, e.client, e.kind, e.key, e.token))
+            .collect();
+        let _ = std::fs::write(&path, lines.join("\n"));
         eprintln!(
-            "campaign seed {seed} on {store}: {} violations\nsteps:\n  {}\n\n{}\nreplay: scripts/nemesis --seed {seed} --store {store}",
+            "campaign seed {seed} on {store}: {} violations\nsteps:\n  {}\n\n{}\nthe whole history: {}\nreplay: scripts/nemesis --seed {seed} --store {store}",
             report.violations.len(),
             steps.join("\n  "),
             report.violations.join("\n\n"),
+            path.display(),
         );
     }
     report
@@ -467,9 +480,12 @@ fn describe(violation: &Violation, events: &[Event], ttl: Duration) -> String {
 /// catches token records kept too briefly for a clock step back (it found
 /// that bug) and seed 6 caught a renewal without its owner check in the
 /// one run tried.
+/// On PostgreSQL, seed 3705654218 crashes the server with its clock stepped:
+/// with asynchronous commit (the kit's default) it found tokens reused.
 fn ci_seeds(store: &str) -> [u64; 2] {
     match store {
         "redis" => [2, 6],
+        "postgres" => [1, 3_705_654_218],
         _ => [1, 2],
     }
 }
