@@ -110,12 +110,7 @@ impl Subject {
     async fn cycle(&mut self, key: &str) {
         match self {
             Subject::Reference(conn, script) => {
-                let _: () = redis::cmd("SET")
-                    .arg(key)
-                    .arg(1)
-                    .query_async(conn)
-                    .await
-                    .expect("SET");
+                set(conn, key).await;
                 let _: i64 = script
                     .key(format!("ref:{key}"))
                     .arg("owner")
@@ -125,12 +120,7 @@ impl Subject {
                     .expect("EVALSHA");
             }
             Subject::Function(conn) => {
-                let _: () = redis::cmd("SET")
-                    .arg(key)
-                    .arg(1)
-                    .query_async(conn)
-                    .await
-                    .expect("SET");
+                set(conn, key).await;
                 let _: i64 = redis::cmd("FCALL")
                     .arg("lock_once")
                     .arg(1)
@@ -190,6 +180,16 @@ impl Subject {
             }
         }
     }
+}
+
+/// The reference pair's plain `SET` of `key`.
+async fn set(conn: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .query_async(conn)
+        .await
+        .expect("SET");
 }
 
 /// Runs callgrind_control with `flag` on the server.

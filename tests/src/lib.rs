@@ -44,7 +44,7 @@ pub use server::{
 };
 #[cfg(feature = "stores")]
 pub use store::{
-    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, release_channel,
-    token_record, zookeeper_client,
+    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, postgres_live_leases,
+    release_channel, token_record, zookeeper_client,
 };
 pub use zookeeper::{QuorumLinks, ZooKeeperServer};

@@ -174,13 +174,7 @@ impl TestStore {
             | TestStore::PgBouncer(PgBouncer {
                 postgres: server, ..
             }) => {
-                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
-                            UNION ALL SELECT name || ' ' || owner FROM lock.holders \
-                            WHERE expires > clock_timestamp()";
-                let rows = server.client().await.query(live, &[]).await;
-                let left: Vec<String> = rows
-                    .map(|rows| rows.iter().map(|row| row.get(0)).collect())
-                    .unwrap_or_default();
+                let left = postgres_live_leases(server).await;
                 assert!(left.is_empty(), "live leases left in PostgreSQL: {left:?}");
             }
             _ => crate::assert_nothing_left(self.servers()).await,
@@ -349,6 +343,17 @@ pub async fn zookeeper_client(server: &ZooKeeperServer) -> zookeeper_client::Cli
 /// Asserts that `server` keeps no lock node: its lock nodes are gone now,
 /// and their parents (containers) within the seconds ZooKeeper takes to
 /// remove empty ones.
+/// The live leases and holders in the PostgreSQL of `server` (schema
+/// `lock`), by name.
+pub async fn postgres_live_leases(server: &PostgresServer) -> Vec<String> {
+    let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
+                UNION ALL SELECT name || ' ' || owner FROM lock.holders \
+                WHERE expires > clock_timestamp()";
+    let rows = server.client().await.query(live, &[]).await;
+    rows.map(|rows| rows.iter().map(|row| row.get(0)).collect())
+        .unwrap_or_default()
+}
+
 async fn zookeeper_empties(server: &ZooKeeperServer) {
     let client = zookeeper_client(server).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

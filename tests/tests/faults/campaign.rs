@@ -140,11 +140,6 @@ impl Deployment {
         }
     }
 
-    /// Whether the store keeps every kind of lock.
-    fn kinds(&self) -> &'static str {
-        "all"
-    }
-
     fn members(&self) -> usize {
         match self {
             Deployment::Redis { .. } | Deployment::Postgres { .. } => 1,
@@ -259,14 +254,7 @@ impl Deployment {
                 }
                 left
             }
-            Deployment::Postgres { server, .. } => {
-                let live = "SELECT name FROM lock.leases WHERE expires > clock_timestamp() \
-                            UNION ALL SELECT name || ' ' || owner FROM lock.holders \
-                            WHERE expires > clock_timestamp()";
-                let rows = server.client().await.query(live, &[]).await;
-                rows.map(|rows| rows.iter().map(|row| row.get(0)).collect())
-                    .unwrap_or_default()
-            }
+            Deployment::Postgres { server, .. } => lock_testkit::postgres_live_leases(server).await,
         }
     }
 }
@@ -293,7 +281,8 @@ fn spawn(clients: &mut Clients, deployment: &Deployment, data: &RedisServer, id:
         TASKS.to_string(),
         KEYS.to_string(),
         deployment.ttl().as_millis().to_string(),
-        deployment.kinds().to_owned(),
+        // Every store of the campaign keeps every kind of lock.
+        "all".to_owned(),
     ];
     clients.spawn_program(env!("CARGO_BIN_EXE_campaign_client"), id, &args, &[]);
 }
