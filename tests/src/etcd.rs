@@ -119,11 +119,21 @@ impl EtcdServer {
     /// `LeaseKeepAlive`, ...) the member has received: requests, and each
     /// message of a stream.
     pub fn requests(&self, method: &str) -> u64 {
+        self.counted("grpc_server_msg_received_total", method)
+    }
+
+    /// How many calls of gRPC method `method` the member has answered.
+    pub fn answered(&self, method: &str) -> u64 {
+        self.counted("grpc_server_handled_total", method)
+    }
+
+    /// The sum of metric `metric` over the series of gRPC method `method`.
+    fn counted(&self, metric: &str, method: &str) -> u64 {
         let metrics = http_get(self.client_port, "/metrics").expect("etcd metrics");
-        let line = format!("grpc_server_msg_received_total{{grpc_method=\"{method}\",");
+        let (series, method) = (format!("{metric}{{"), format!("grpc_method=\"{method}\""));
         metrics
             .lines()
-            .filter(|l| l.starts_with(&line))
+            .filter(|l| l.starts_with(&series) && l.contains(&method))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .map(|n| n as u64)
             .sum()

@@ -1,6 +1,8 @@
 //! [`DelayProxy`]: a loopback TCP proxy in front of a server that can hold
 //! traffic, as a slow network would (bytes sent while held are delivered,
-//! in order, when released), and cut connections, as a broken one would.
+//! in order, when released), cut connections, as a broken one would, and
+//! strand them: the client is cut off while what it sent still reaches the
+//! server later, as a request that outlived its sender.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +30,12 @@ struct Gates {
     severed: watch::Sender<u64>,
     /// New connections are closed at once while true.
     refusing: watch::Sender<bool>,
+    /// Every bump strands the connections open at the time.
+    stranded: watch::Sender<u64>,
+    /// What stranded connections hold waits while true.
+    stranded_held: watch::Sender<bool>,
+    /// Client-to-server bytes held since the last hold, over all connections.
+    held_bytes: watch::Sender<Vec<u8>>,
 }
 
 impl DelayProxy {
@@ -40,6 +48,9 @@ impl DelayProxy {
             replies_held: watch::channel(false).0,
             severed: watch::channel(0).0,
             refusing: watch::channel(false).0,
+            stranded: watch::channel(0).0,
+            stranded_held: watch::channel(false).0,
+            held_bytes: watch::channel(Vec::new()).0,
         });
         let task = tokio::spawn(serve(listener, upstream_port, Arc::clone(&gates)));
         DelayProxy { addr, gates, task }
@@ -57,6 +68,7 @@ impl DelayProxy {
 
     /// Holds client-to-server bytes from now on.
     pub fn hold(&self) {
+        self.gates.held_bytes.send_replace(Vec::new());
         self.gates.requests_held.send_replace(true);
     }
 
@@ -66,10 +78,32 @@ impl DelayProxy {
         self.gates.replies_held.send_replace(true);
     }
 
-    /// Delivers what was held, both ways, and lets traffic flow again.
+    /// Delivers what was held, both ways (stranded connections' too), and
+    /// lets traffic flow again.
     pub fn release(&self) {
         self.gates.requests_held.send_replace(false);
         self.gates.replies_held.send_replace(false);
+        self.gates.stranded_held.send_replace(false);
+    }
+
+    /// Waits until the client-to-server bytes held since the last
+    /// [`hold`](Self::hold) contain `needle` (an event: the proxy keeps a
+    /// copy as it reads them).
+    pub async fn requests_hold(&self, needle: &str) {
+        let mut held = self.gates.held_bytes.subscribe();
+        let found = |held: &Vec<u8>| held.windows(needle.len()).any(|w| w == needle.as_bytes());
+        held.wait_for(found).await.expect("proxy alive");
+    }
+
+    /// Cuts the clients of the connections open now off, as a network
+    /// that loses them would, while their server sides stay open: what those
+    /// clients sent and the proxy holds reaches the server at
+    /// [`release`](Self::release), after whatever the clients send on new
+    /// connections meanwhile (which flow, not held).
+    pub fn strand(&self) {
+        self.gates.stranded_held.send_replace(true);
+        self.gates.stranded.send_modify(|n| *n += 1);
+        self.gates.requests_held.send_replace(false);
     }
 
     /// Closes every connection through the proxy (what is held is lost);
@@ -143,36 +177,91 @@ async fn pipe(
     gates: &Gates,
     mut severed: watch::Receiver<u64>,
 ) {
-    let (client_read, client_write) = client.into_split();
-    let (server_read, server_write) = server.into_split();
-    let upstream = forward(client_read, server_write, gates.requests_held.subscribe());
-    let downstream = forward(server_read, client_write, gates.replies_held.subscribe());
+    let mut stranded = gates.stranded.subscribe();
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // Bytes read and not yet written, kept here so that a stranded
+    // connection still has them.
+    let mut requests = Vec::new();
+    let mut replies = Vec::new();
+    let upstream = forward(
+        &mut client_read,
+        &mut server_write,
+        gates.requests_held.subscribe(),
+        &mut requests,
+        Some(&gates.held_bytes),
+    );
+    let downstream = forward(
+        &mut server_read,
+        &mut client_write,
+        gates.replies_held.subscribe(),
+        &mut replies,
+        None,
+    );
     // Severing drops both sockets, which closes the connection at both ends;
     // it wins over bytes released at the same time.
     tokio::select! {
         biased;
-        _ = severed.changed() => {}
-        _ = async { tokio::join!(upstream, downstream) } => {}
+        _ = severed.changed() => return,
+        _ = stranded.changed() => {}
+        _ = async { tokio::join!(upstream, downstream) } => return,
     }
+    drop((client_read, client_write));
+    // Stranded: the held requests go out at release, and the connection
+    // stays open (a server may drop a request whose connection closed)
+    // until the server closes it.
+    if gates
+        .stranded_held
+        .subscribe()
+        .wait_for(|h| !*h)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if server_write.write_all(&requests).await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 16 * 1024];
+    while let Ok(1..) = server_read.read(&mut sink).await {}
 }
 
-/// Copies `from` to `to`, keeping bytes back while `held` is true.
+/// Copies `from` to `to`, keeping bytes back in `pending` while `held` is
+/// true; adds a copy of the bytes it holds to `copied`. Reads go on while held,
+/// and every write is cancel safe, so `pending` is whole when dropped.
 async fn forward(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     mut held: watch::Receiver<bool>,
+    pending: &mut Vec<u8>,
+    copied: Option<&watch::Sender<Vec<u8>>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if held.wait_for(|h| !*h).await.is_err() {
-            break;
+        if !*held.borrow_and_update() && !pending.is_empty() {
+            match to.write(pending).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drop(pending.drain(..n)),
+            }
+            continue;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+        tokio::select! {
+            read = from.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    pending.extend_from_slice(&buf[..n]);
+                    if *held.borrow() && let Some(copied) = copied {
+                        copied.send_modify(|held| held.extend_from_slice(&buf[..n]));
+                    }
+                }
+            },
+            changed = held.changed() => if changed.is_err() { break },
         }
     }
+    // What was read before the end still goes out, once released; then
+    // the end itself.
+    if held.wait_for(|h| !*h).await.is_ok() && to.write_all(pending).await.is_ok() {
+        pending.clear();
+    }
+    let _ = to.shutdown().await;
 }
