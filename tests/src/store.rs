@@ -378,11 +378,11 @@ async fn zookeeper_empties(server: &ZooKeeperServer) {
     }
 }
 
-/// Every key in the etcd of `member`.
+/// Every key in the etcd of `member` but the marks that stop late puts
+/// (`<namespace>:{<key>}:gone/...`): they lapse, with their lease or when
+/// their Locker's reaper deletes them.
 pub async fn etcd_keys(member: &EtcdServer) -> Vec<String> {
-    let all = etcd_client::GetOptions::new()
-        .with_all_keys()
-        .with_keys_only();
+    let all = etcd_client::GetOptions::new().with_all_keys();
     let reply = etcd_client(member)
         .await
         .get("", Some(all))
@@ -391,7 +391,9 @@ pub async fn etcd_keys(member: &EtcdServer) -> Vec<String> {
     reply
         .kvs()
         .iter()
-        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .map(|kv| (String::from_utf8_lossy(kv.key()).into_owned(), kv.lease()))
+        .filter(|(key, lease)| !(*lease != 0 && key.contains("}:gone/")))
+        .map(|(key, _)| key)
         .collect()
 }
 

@@ -1,15 +1,16 @@
 //! The etcd backend's own promises, beyond the conformance suite (which
 //! runs on a single etcd member too): one lease and one keep-alive for
 //! many locks, ttls granted in whole seconds, a revoked lease told on
-//! every guard, waiting without requests, and the store picked by URL
-//! scheme.
+//! every guard, waiting without requests, the store picked by URL
+//! scheme, and puts that land after their acquire gave up taking nothing.
 
 use std::future::IntoFuture;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use lock_core::{LockError, Locker};
-use lock_testkit::{EtcdServer, TestStore, etcd_client};
+use lock_core::backend::{Attempt, Backend, EtcdBackend, StoredKeys};
+use lock_core::{LockError, LockKind, Locker};
+use lock_testkit::{DelayProxy, EtcdServer, TestStore, etcd_client, etcd_keys};
 
 use crate::conformance::SLACK;
 
@@ -168,4 +169,178 @@ async fn a_waiter_sends_nothing_while_it_waits() {
         .unwrap()
         .unwrap();
     next.release().await.unwrap();
+}
+
+/// A backend whose requests go through a proxy to `member`, and a Locker
+/// straight to it.
+async fn through_a_proxy(member: &EtcdServer) -> (DelayProxy, EtcdBackend, Locker) {
+    let proxy = DelayProxy::start(member.port()).await;
+    let endpoint = format!("http://127.0.0.1:{}", proxy.port());
+    let backend = EtcdBackend::connect(&[endpoint.as_str()], Duration::from_secs(1))
+        .await
+        .unwrap();
+    // Its lease granted now: the next put is the first request an acquire sends.
+    let warm = StoredKeys::new("lock", "warm").unwrap();
+    let ttl = Duration::from_secs(5);
+    backend
+        .try_acquire(&warm, LockKind::Exclusive, "warm-owner", ttl)
+        .await
+        .unwrap();
+    assert!(
+        backend
+            .release(&warm, LockKind::Exclusive, "warm-owner")
+            .await
+            .unwrap()
+    );
+    (proxy, backend, locker(member, ttl).await)
+}
+
+/// Sends `owner`'s ask for `keys` through `proxy` and strands it: its put
+/// is in the proxy, its client cut off. `Err` if it was dropped unanswered,
+/// else what the backend answered once cut off.
+async fn strand_an_ask(
+    proxy: &DelayProxy,
+    backend: &EtcdBackend,
+    keys: &StoredKeys,
+    kind: LockKind,
+    owner: &str,
+    answer: bool,
+) -> Option<Result<Attempt, lock_core::StoreError>> {
+    proxy.hold();
+    let ask = backend.try_acquire(keys, kind, owner, Duration::from_secs(5));
+    tokio::pin!(ask);
+    // The put names its entry.
+    let side = match kind {
+        LockKind::Read => "r/",
+        LockKind::Write => "w/",
+        _ => "",
+    };
+    let entry = format!("{}/{side}{owner}", keys.of_kind(kind));
+    tokio::select! {
+        answered = &mut ask => panic!("answered while held: {answered:?}"),
+        () = proxy.requests_hold(&entry) => {}
+    }
+    proxy.strand();
+    match answer {
+        true => Some(ask.await),
+        false => None,
+    }
+}
+
+/// `request` again while it fails transiently, as an acquire and the
+/// undo of one do while a connection is re-established.
+async fn retried<T, F>(mut request: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Result<T, lock_core::StoreError>>,
+{
+    for _ in 0..100 {
+        match request().await {
+            Ok(answer) => return answer,
+            Err(err) if err.is_transient() => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(err) => panic!("{err}"),
+        }
+    }
+    panic!("still failing after 100 tries")
+}
+
+/// Lets the stranded put reach `member`, and waits until it is answered.
+async fn lands_late(proxy: &DelayProxy, member: &EtcdServer) {
+    let before = member.answered("Txn");
+    proxy.release();
+    // Server-side counts have no event: polled.
+    let answered = async {
+        while member.answered("Txn") == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), answered)
+        .await
+        .expect("the stranded put never reached etcd");
+}
+
+/// The key of `keys` is free at once for `kind`, and etcd holds nothing of it.
+async fn left_free(member: &EtcdServer, direct: &Locker, keys: &StoredKeys, kind: LockKind) {
+    let guard = direct
+        .lock_of(keys.user(), kind)
+        .wait(Duration::ZERO)
+        .await
+        .unwrap_or_else(|err| panic!("a late put holds {kind:?}: {err}"));
+    guard.release().await.unwrap();
+    let left: Vec<_> = etcd_keys(member)
+        .await
+        .into_iter()
+        .filter(|key| key.contains(keys.user()))
+        .collect();
+    assert!(left.is_empty(), "a late put left {left:?}");
+}
+
+/// A put held back in the network (here a proxy; in the fault campaign, a
+/// frozen member) can reach etcd after the acquire that sent it gave up,
+/// and after the release that undid it. It must take nothing: an entry put
+/// then would stand under the Locker's lease, kept alive by its other locks,
+/// held by nobody. Each ask is refused by the mark its release wrote.
+/// (A striped lock reads before it puts, so a proxy cannot strand its put
+/// alone; the campaign covers it.)
+#[tokio::test]
+async fn a_put_that_lands_after_its_acquire_gave_up_takes_nothing() {
+    let member = EtcdServer::start();
+    let (proxy, backend, direct) = through_a_proxy(&member).await;
+    let kinds = [
+        LockKind::Exclusive,
+        LockKind::Fair,
+        LockKind::Read,
+        LockKind::Write,
+        LockKind::Permit { of: 2 },
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        // Dropped mid-send, then undone by its owner.
+        let (keys, owner) = (
+            StoredKeys::new("lock", &format!("late:{i}")).unwrap(),
+            "cancelled",
+        );
+        strand_an_ask(&proxy, &backend, &keys, kind, owner, false).await;
+        assert!(!retried(|| backend.release(&keys, kind, owner)).await);
+        lands_late(&proxy, &member).await;
+        left_free(&member, &direct, &keys, kind).await;
+        // Unanswered, asked again by the same owner, then held and released.
+        let (keys, owner) = (
+            StoredKeys::new("lock", &format!("retried:{i}")).unwrap(),
+            "retried",
+        );
+        let stranded = strand_an_ask(&proxy, &backend, &keys, kind, owner, true).await;
+        assert!(
+            stranded.unwrap().is_err(),
+            "{kind:?}: answered on a cut connection"
+        );
+        let ttl = Duration::from_secs(5);
+        let asked = retried(|| backend.try_acquire(&keys, kind, owner, ttl)).await;
+        let Attempt::Acquired(_) = asked else {
+            panic!("{kind:?}: a free key refused")
+        };
+        assert!(backend.release(&keys, kind, owner).await.unwrap());
+        lands_late(&proxy, &member).await;
+        left_free(&member, &direct, &keys, kind).await;
+    }
+}
+
+/// A waiter's next ask, held back past the release of its queue entry,
+/// does not put the entry back.
+#[tokio::test]
+async fn a_waiters_ask_that_lands_after_its_release_puts_nothing_back() {
+    let member = EtcdServer::start();
+    let (proxy, backend, direct) = through_a_proxy(&member).await;
+    for kind in [LockKind::Exclusive, LockKind::Fair, LockKind::Write] {
+        let keys = StoredKeys::new("lock", &format!("queued:{kind:?}")).unwrap();
+        let held = direct.lock_of(keys.user(), kind).await.unwrap();
+        let ttl = Duration::from_secs(5);
+        let asked = retried(|| backend.try_acquire(&keys, kind, "waiter", ttl)).await;
+        let Attempt::Queued { .. } = asked else {
+            panic!("{kind:?}: not queued behind a holder")
+        };
+        held.release().await.unwrap();
+        strand_an_ask(&proxy, &backend, &keys, kind, "waiter", false).await;
+        retried(|| backend.release(&keys, kind, "waiter")).await;
+        lands_late(&proxy, &member).await;
+        left_free(&member, &direct, &keys, kind).await;
+    }
 }

@@ -8,7 +8,8 @@ use tokio::time::Instant;
 
 use super::held_checks::delete_entry;
 use super::leases::Lease;
-use super::queue::{Names, take_place, take_segment};
+use super::marks;
+use super::queue::{Ask, Names, take_place, take_segment};
 use super::{EtcdBackend, Placed, TryFailed, reaping};
 use crate::backend::queued::Entry;
 use crate::backend::{Attempt, Grant, LockKind};
@@ -67,37 +68,68 @@ impl EtcdBackend {
         if shared.held.is_reaping(&names.entry) {
             return Err(TryFailed::Store(reaping()));
         }
-        let segment = matches!(kind, LockKind::Segment { .. });
-        if !segment && shared.held.get(&names.entry).is_none() {
-            // Recorded before the put is sent: a put that lands after its
-            // acquire gave up is still deleted, at its ttl at the latest.
-            let pending = Entry {
-                stored: names.entry.clone(),
-                revision: 0,
-                lease: Arc::clone(lease),
-                expires: started + lease.ttl,
-            };
-            if !shared.held.put(names.entry.clone(), pending) {
-                return Err(TryFailed::Store(reaping()));
+        // A waiter asks again for its entry; any other ask puts one.
+        let found = shared.held.get(&names.entry);
+        let again = found
+            .as_ref()
+            .map(|entry| entry.revision)
+            .filter(|&r| r != 0);
+        if again.is_none() {
+            if let Some(pending) = found {
+                // An earlier put of this owner went unanswered: retired, so
+                // that it cannot land after this acquisition ends.
+                marks::retire(client, timeout, &shared.held, &names.entry, &pending).await?;
             }
+            self.pend(names, lease, started)?;
         }
+        let seen = marks::seen(&shared.held, &names.entry);
+        // Refused for good, nothing was put and the acquisition ends: no
+        // put of this ask is left to retire.
+        let refused = |err: &StoreError| {
+            if !err.is_transient() && again.is_none() {
+                shared.held.take(&names.entry);
+            }
+        };
         // The keep-alive goes with the put: the entry then lives a full
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
         let (place, alive) = match kind {
             LockKind::Segment { of } => {
-                let take = take_segment(client, timeout, &names.base, of, owner, lease.id);
+                let take = take_segment(client, timeout, names, of, owner, lease.id, seen);
                 let (segment, alive) = tokio::join!(take, alive);
-                let placed = segment.map_err(TryFailed::from)?.map(|segment| {
+                let segment = segment.inspect_err(refused).map_err(TryFailed::from)?;
+                if segment.is_none() && again.is_none() {
+                    // All held, every put answered: none to retire.
+                    shared.held.take(&names.entry);
+                }
+                let placed = segment.map(|segment| {
                     let index = segment.index;
                     (Placed::from(segment), Some(index))
                 });
                 (placed, alive)
             }
             _ => {
-                let take = take_place(client, timeout, names, kind, lease.id);
+                let take = async {
+                    let ask = match again {
+                        Some(revision) => Ask::Again { revision },
+                        None => Ask::First { seen },
+                    };
+                    match take_place(client, timeout, names, kind, lease.id, ask).await? {
+                        Some(place) => Ok(place),
+                        // The queue entry is gone (its lease ran out, or an
+                        // operator deleted it): put anew.
+                        None if again.is_some() => {
+                            shared.held.take(&names.entry);
+                            self.pend(names, lease, started)?;
+                            let first = Ask::First { seen };
+                            let place = take_place(client, timeout, names, kind, lease.id, first);
+                            place.await?.ok_or_else(retired)
+                        }
+                        None => Err(retired()),
+                    }
+                };
                 let (place, alive) = tokio::join!(take, alive);
-                let place = place.map_err(TryFailed::from)?;
+                let place = place.inspect_err(refused).map_err(TryFailed::from)?;
                 let placed = Placed {
                     stored: names.entry.clone(),
                     revision: place.revision,
@@ -156,4 +188,27 @@ impl EtcdBackend {
             None => grant,
         }))
     }
+
+    /// Records the entry `names.entry` before its put is sent: a put that
+    /// lands after its acquire gave up is still deleted (and a late one
+    /// stopped, see [`marks`]), at its ttl at the latest.
+    fn pend(&self, names: &Names, lease: &Arc<Lease>, started: Instant) -> Result<(), StoreError> {
+        let pending = Entry {
+            stored: names.entry.clone(),
+            revision: 0,
+            lease: Arc::clone(lease),
+            expires: started + lease.ttl,
+        };
+        match self.shared.held.put(names.entry.clone(), pending) {
+            true => Ok(()),
+            false => Err(reaping()),
+        }
+    }
+}
+
+/// The error of a first ask that found its acquisition retired (a mark
+/// this backend no longer knows of): asked again, it is retired anew and
+/// put.
+fn retired() -> StoreError {
+    StoreError::new("the acquisition's entry was retired", false)
 }

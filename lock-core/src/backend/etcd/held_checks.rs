@@ -9,20 +9,27 @@ use super::errors::bounded;
 use crate::backend::queued::BatchWork;
 use crate::store_error::StoreError;
 
-/// Deletes the entry `stored` if it is still the one of `revision` (any,
-/// for revision 0: an entry whose put had no answer yet); whether it was.
+/// Deletes the entry `stored` if it is still the one of `revision`;
+/// whether it was.
 pub(super) async fn delete_entry(
     client: &Client,
     timeout: Duration,
     stored: &str,
     revision: i64,
 ) -> Result<bool, StoreError> {
-    if revision == 0 {
-        let deleted = bounded(timeout, true, client.clone().delete(stored, None)).await?;
-        return Ok(deleted.deleted() > 0);
-    }
+    let same = Compare::create_revision(stored, CompareOp::Equal, revision);
+    delete_when(client, timeout, stored, same).await
+}
+
+/// Deletes `stored` if `when` holds; whether it did.
+pub(super) async fn delete_when(
+    client: &Client,
+    timeout: Duration,
+    stored: &str,
+    when: Compare,
+) -> Result<bool, StoreError> {
     let txn = Txn::new()
-        .when([Compare::create_revision(stored, CompareOp::Equal, revision)])
+        .when([when])
         .and_then([TxnOp::delete(stored, None)]);
     let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
     Ok(reply.succeeded())

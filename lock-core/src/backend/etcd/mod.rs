@@ -18,6 +18,7 @@ mod errors;
 mod held_checks;
 mod inspect;
 mod leases;
+mod marks;
 mod queue;
 mod waiting;
 
@@ -88,15 +89,36 @@ impl EtcdBackend {
         }
         let shared = &self.shared;
         let (client, timeout) = (shared.client.clone(), shared.timeout);
-        let delete: queued::Delete<Lease> = Box::new(move |entry| {
-            let client = client.clone();
-            Box::pin(
-                async move { delete_entry(&client, timeout, &entry.stored, entry.revision).await },
-            )
-        });
         let held = Arc::downgrade(&shared.held);
+        let weak = held.clone();
+        let delete: queued::Delete<Lease> = Box::new(move |entry| {
+            let (client, held) = (client.clone(), weak.clone());
+            Box::pin(async move {
+                match held.upgrade() {
+                    Some(held) => remove(&client, timeout, &held, &entry).await,
+                    None => Ok(false),
+                }
+            })
+        });
         let task = tokio::spawn(queued::reap(held, Arc::clone(&shared.held.changed), delete));
         *reaper = Some(task.abort_handle());
+    }
+}
+
+/// Deletes a held entry, or a mark whose time is up: an entry whose put
+/// went unanswered is retired (see [`marks`]). Whether it was there.
+async fn remove(
+    client: &Client,
+    timeout: Duration,
+    held: &Held<Lease>,
+    entry: &Entry<Lease>,
+) -> Result<bool, StoreError> {
+    if marks::is_mark(&entry.stored) {
+        marks::delete_mark(client, timeout, &entry.stored, entry.revision).await
+    } else if entry.revision == 0 {
+        marks::retire(client, timeout, held, &entry.stored, entry).await
+    } else {
+        delete_entry(client, timeout, &entry.stored, entry.revision).await
     }
 }
 
@@ -210,13 +232,7 @@ impl Store for EtcdBackend {
         let names = Names::of(keys, kind, owner);
         let taken = shared.held.take(&names.entry);
         if let Some(entry) = taken {
-            let deleted = delete_entry(
-                &shared.client,
-                shared.timeout,
-                &entry.stored,
-                entry.revision,
-            )
-            .await;
+            let deleted = remove(&shared.client, shared.timeout, &shared.held, &entry).await;
             if deleted.is_err() {
                 // Left to the reaper, which tries again at once.
                 let expires = Instant::now();

@@ -1,6 +1,6 @@
-//! Taking a place: each acquisition puts an entry under the lock's prefix,
-//! once (create-if-absent, so a repeated request finds its entry again),
-//! and holds when the entries created before it allow: none for a plain,
+//! Taking a place: each acquisition puts an entry under the lock's prefix
+//! (a repeated request writes the same entry again, a late one puts none
+//! back: [`Ask`]), and holds when the entries created before it allow: none for a plain,
 //! fair or write lock, no writer for a reader, fewer than N for one of N
 //! permits. The others wait their turn, fair by create revision. A
 //! striped lock's segments are fixed entries, taken if free.
@@ -13,6 +13,7 @@ use etcd_client::{
 };
 
 use super::errors::bounded;
+use super::marks;
 use crate::backend::LockKind;
 use crate::backend::queued::{admission, spread};
 use crate::keys::StoredKeys;
@@ -63,15 +64,27 @@ pub(super) struct Place {
     pub(super) holds: bool,
 }
 
-/// Puts `names.entry` under `lease` unless it exists, and reads whether it
-/// holds, in one transaction.
+/// Which ask of an acquisition a put is.
+pub(super) enum Ask {
+    /// The first: puts the entry, or writes again the one an unanswered
+    /// earlier put of this owner left, unless the entry was retired since
+    /// (its mark is newer than `seen`, see [`marks`](super::marks)).
+    First { seen: i64 },
+    /// A waiter's next: writes again the entry of `revision`, only if it
+    /// still stands (one sent before a release must not put it back).
+    Again { revision: i64 },
+}
+
+/// Puts `names.entry` under `lease` as `ask` allows, and reads whether it
+/// holds, in one transaction; `None` if `ask` found no place to put it.
 pub(super) async fn take_place(
     client: &Client,
     timeout: Duration,
     names: &Names,
     kind: LockKind,
     lease: i64,
-) -> Result<Place, StoreError> {
+    ask: Ask,
+) -> Result<Option<Place>, StoreError> {
     let first = GetOptions::new()
         .with_prefix()
         .with_sort(SortTarget::Create, SortOrder::Ascend);
@@ -88,17 +101,18 @@ pub(super) async fn take_place(
         value,
         Some(PutOptions::new().with_lease(lease)),
     );
-    let txn = Txn::new()
-        .when([Compare::create_revision(
-            names.entry.as_str(),
-            CompareOp::Equal,
-            0,
-        )])
-        .and_then([put.clone(), mine.clone(), deciding.clone()])
-        // Written again when asked again: a waiter granted later than
-        // another then has the later token, whichever queued first.
-        .or_else([put, mine, deciding]);
+    let entry = names.entry.as_str();
+    // Written again when asked again: a waiter granted later than another
+    // then has the later token, whichever queued first.
+    let allowed = match ask {
+        Ask::First { seen } => marks::unmarked_since(entry, seen),
+        Ask::Again { revision } => Compare::create_revision(entry, CompareOp::Equal, revision),
+    };
+    let txn = Txn::new().when([allowed]).and_then([put, mine, deciding]);
     let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
+    if !reply.succeeded() {
+        return Ok(None);
+    }
     let mut gets = reply.op_responses().into_iter().filter_map(|r| match r {
         TxnOpResponse::Get(got) => Some(got),
         _ => None,
@@ -116,10 +130,9 @@ pub(super) async fn take_place(
     if let LockKind::Permit { of } = kind
         && let Some(stored) = disagreeing(deciding, of)
     {
-        if reply.succeeded() {
-            // Put by this request: not left to wait.
+        if matches!(ask, Ask::First { .. }) {
+            // Put by this acquisition, not yet known to wait: not left standing.
             let mut client = client.clone();
-            let entry = names.entry.as_str();
             bounded(timeout, true, client.delete(entry, None)).await?;
         }
         return Err(StoreError::size_disagrees("permits", of, stored));
@@ -137,12 +150,12 @@ pub(super) async fn take_place(
             }
         });
     let holds = admission::holds(kind, ahead);
-    Ok(Place {
+    Ok(Some(Place {
         revision: me.create_revision(),
         token: me.mod_revision(),
         lease: me.lease(),
         holds,
-    })
+    }))
 }
 
 /// The permit count of a holder that differs from `of`, if any.
@@ -161,16 +174,20 @@ pub(super) struct Segment {
     pub(super) lease: i64,
 }
 
-/// Finds `owner`'s segment among `of` on `base`, or takes a free one;
-/// `None` if all are held. A segment's value is `<of>|<owner>`.
+/// Finds `owner`'s segment among `of` on `names.base`, or takes a free one
+/// unless the acquisition was retired since `seen` (see
+/// [`marks`](super::marks)); `None` if all are held. A segment's value is
+/// `<of>|<owner>`.
 pub(super) async fn take_segment(
     client: &Client,
     timeout: Duration,
-    base: &str,
+    names: &Names,
     of: u32,
     owner: &str,
     lease: i64,
+    seen: i64,
 ) -> Result<Option<Segment>, StoreError> {
+    let base = names.base.as_str();
     let value = format!("{of}|{owner}");
     let mut taken = Vec::new();
     for held in held_segments(client, timeout, base).await? {
@@ -194,11 +211,10 @@ pub(super) async fn take_segment(
             Some(PutOptions::new().with_lease(lease)),
         );
         let txn = Txn::new()
-            .when([Compare::create_revision(
-                stored.as_str(),
-                CompareOp::Equal,
-                0,
-            )])
+            .when([
+                Compare::create_revision(stored.as_str(), CompareOp::Equal, 0),
+                marks::unmarked_since(&names.entry, seen),
+            ])
             .and_then([put]);
         let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
         if reply.succeeded() {

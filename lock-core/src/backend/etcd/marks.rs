@@ -1,0 +1,122 @@
+//! Marks that stop a late create. etcd orders no request after one still
+//! in flight: a put whose answer never came (its acquire was cancelled, or
+//! timed out, or its connection broke, or a member held it back while
+//! frozen) can land after the delete that was to undo it, and then stand
+//! under a lease that the Locker's other locks keep alive, held by nobody
+//! until the process ends.
+//!
+//! So the first ask of an acquisition puts its entry only while its mark,
+//! `<namespace>:{<key>}:gone/<entry>`, is no newer than the one this backend
+//! last wrote for it; and an entry whose create went unanswered is retired
+//! by deleting it and writing its mark in one transaction. A create still
+//! on its way then fails, whenever it lands; a new ask (after an
+//! unanswered one, the same owner asks again) knows the mark's revision.
+//! Marks sit outside every kind's prefix, so no queue sees them, and live
+//! under the entry's lease (a create under a lease that is gone fails
+//! anyway) for [`MARK_LIFE`], after which the reaper deletes them.
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use tokio::time::Instant;
+
+use super::errors::{bounded, lease_gone};
+use super::held_checks::{delete_entry, delete_when};
+use super::leases::Lease;
+use super::queue::find_segment;
+use crate::backend::queued::{Entry, Held};
+use crate::store_error::StoreError;
+
+/// How long a mark stands: a create held back longer than this (in a
+/// frozen member, say) could still land.
+pub(super) const MARK_LIFE: Duration = Duration::from_secs(300);
+
+/// The entry `name` (`<namespace>:{<key>}:<kind>/<rest>`) split where its
+/// key ends: neither an escaped key nor an owner value holds a `}`.
+fn split(name: &str) -> (&str, &str) {
+    name.rsplit_once("}:").unwrap_or((name, ""))
+}
+
+/// The mark of the entry `name`.
+pub(super) fn mark_of(name: &str) -> String {
+    let (head, tail) = split(name);
+    format!("{head}}}:gone/{tail}")
+}
+
+/// Whether a stored name is a mark.
+pub(super) fn is_mark(stored: &str) -> bool {
+    split(stored).1.starts_with("gone/")
+}
+
+/// The revision of the mark this backend last wrote for the entry `name`
+/// (0: none stands): what a create of it may find.
+pub(super) fn seen(held: &Held<Lease>, name: &str) -> i64 {
+    held.get(&mark_of(name)).map_or(0, |mark| mark.revision)
+}
+
+/// The compare a first ask of the entry `name` puts under: its mark no
+/// newer than `seen`.
+pub(super) fn unmarked_since(name: &str, seen: i64) -> Compare {
+    Compare::mod_revision(mark_of(name), CompareOp::Less, seen + 1)
+}
+
+/// Retires the entry `name` whose create may still land (`pending`, its
+/// put unanswered): deletes it and writes its mark in one transaction, then
+/// for a striped lock deletes the segment the owner took, found by value
+/// (it is named by the segment). Whether an entry was deleted.
+pub(super) async fn retire(
+    client: &Client,
+    timeout: Duration,
+    held: &Held<Lease>,
+    name: &str,
+    pending: &Entry<Lease>,
+) -> Result<bool, StoreError> {
+    let mark = mark_of(name);
+    let put_mark = TxnOp::put(
+        mark.as_str(),
+        "",
+        Some(PutOptions::new().with_lease(pending.lease.id)),
+    );
+    let txn = Txn::new().and_then([TxnOp::delete(name, None), put_mark]);
+    let reply = match bounded(timeout, true, client.clone().txn(txn)).await {
+        Ok(reply) => reply,
+        // Nothing under the lease stands, and no create under it can land.
+        Err(err) if lease_gone(&err) => return Ok(false),
+        Err(err) => return Err(err),
+    };
+    let Some(revision) = reply.header().map(|h| h.revision()) else {
+        return Err(StoreError::new("etcd answered without a header", true));
+    };
+    let recorded = Entry {
+        stored: mark.clone(),
+        revision,
+        lease: pending.lease.clone(),
+        expires: Instant::now() + MARK_LIFE,
+    };
+    // Refused only while the reaper deletes an older mark of the entry; the
+    // lease then takes this one.
+    held.put(mark, recorded);
+    let deleted = reply.op_responses().into_iter().any(
+        |response| matches!(response, etcd_client::TxnOpResponse::Delete(d) if d.deleted() > 0),
+    );
+    let (head, tail) = split(name);
+    let Some(owner) = tail.strip_prefix("segments/owner/") else {
+        return Ok(deleted);
+    };
+    let base = format!("{head}}}:segments/");
+    match find_segment(client, timeout, &base, owner).await? {
+        Some((stored, revision)) => delete_entry(client, timeout, &stored, revision).await,
+        None => Ok(deleted),
+    }
+}
+
+/// Deletes the mark `stored` if it is still the one written at `revision`.
+pub(super) async fn delete_mark(
+    client: &Client,
+    timeout: Duration,
+    stored: &str,
+    revision: i64,
+) -> Result<bool, StoreError> {
+    let same = Compare::mod_revision(stored, CompareOp::Equal, revision);
+    delete_when(client, timeout, stored, same).await
+}
