@@ -99,7 +99,9 @@ impl DelayProxy {
     /// that loses them would, while their server sides stay open: what those
     /// clients sent and the proxy holds reaches the server at
     /// [`release`](Self::release), after whatever the clients send on new
-    /// connections meanwhile (which flow, not held).
+    /// connections meanwhile (which flow, not held). Call it while requests
+    /// are held, from the runtime thread the proxy runs on (a test's
+    /// current-thread runtime), so that nothing held flows before the cut.
     pub fn strand(&self) {
         self.gates.stranded_held.send_replace(true);
         self.gates.stranded.send_modify(|n| *n += 1);
@@ -260,8 +262,14 @@ async fn forward(
     }
     // What was read before the end still goes out, once released; then
     // the end itself.
-    if held.wait_for(|h| !*h).await.is_ok() && to.write_all(pending).await.is_ok() {
-        pending.clear();
+    if held.wait_for(|h| !*h).await.is_err() {
+        return;
+    }
+    while !pending.is_empty() {
+        match to.write(pending).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drop(pending.drain(..n)),
+        }
     }
     let _ = to.shutdown().await;
 }

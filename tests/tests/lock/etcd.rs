@@ -181,9 +181,8 @@ async fn through_a_proxy(member: &EtcdServer) -> (DelayProxy, EtcdBackend, Locke
         .unwrap();
     // Its lease granted now: the next put is the first request an acquire sends.
     let warm = StoredKeys::new("lock", "warm").unwrap();
-    let ttl = Duration::from_secs(5);
     backend
-        .try_acquire(&warm, LockKind::Exclusive, "warm-owner", ttl)
+        .try_acquire(&warm, LockKind::Exclusive, "warm-owner", LEASE)
         .await
         .unwrap();
     assert!(
@@ -192,8 +191,12 @@ async fn through_a_proxy(member: &EtcdServer) -> (DelayProxy, EtcdBackend, Locke
             .await
             .unwrap()
     );
-    (proxy, backend, locker(member, ttl).await)
+    (proxy, backend, locker(member, LEASE).await)
 }
+
+/// The lease of the late-put tests: alive long after a put lands late, so
+/// that only the mark can stop it.
+const LEASE: Duration = Duration::from_secs(60);
 
 /// Sends `owner`'s ask for `keys` through `proxy` and strands it: its put
 /// is in the proxy, its client cut off. `Err` if it was dropped unanswered,
@@ -206,9 +209,6 @@ async fn strand_an_ask(
     owner: &str,
     answer: bool,
 ) -> Option<Result<Attempt, lock_core::StoreError>> {
-    proxy.hold();
-    let ask = backend.try_acquire(keys, kind, owner, Duration::from_secs(5));
-    tokio::pin!(ask);
     // The put names its entry.
     let side = match kind {
         LockKind::Read => "r/",
@@ -216,13 +216,27 @@ async fn strand_an_ask(
         _ => "",
     };
     let entry = format!("{}/{side}{owner}", keys.of_kind(kind));
+    let ask = backend.try_acquire(keys, kind, owner, LEASE);
+    strand(proxy, ask, &entry, answer).await
+}
+
+/// Sends `request` through `proxy` and strands it once the bytes held name
+/// `needle`; then drops it, or (`answer`) awaits what it says cut off.
+async fn strand<T: std::fmt::Debug>(
+    proxy: &DelayProxy,
+    request: impl std::future::Future<Output = T>,
+    needle: &str,
+    answer: bool,
+) -> Option<T> {
+    proxy.hold();
+    tokio::pin!(request);
     tokio::select! {
-        answered = &mut ask => panic!("answered while held: {answered:?}"),
-        () = proxy.requests_hold(&entry) => {}
+        answered = &mut request => panic!("answered while held: {answered:?}"),
+        () = proxy.requests_hold(needle) => {}
     }
     proxy.strand();
     match answer {
-        true => Some(ask.await),
+        true => Some(request.await),
         false => None,
     }
 }
@@ -233,23 +247,26 @@ async fn retried<T, F>(mut request: impl FnMut() -> F) -> T
 where
     F: std::future::Future<Output = Result<T, lock_core::StoreError>>,
 {
+    let mut last = None;
     for _ in 0..100 {
         match request().await {
             Ok(answer) => return answer,
-            Err(err) if err.is_transient() => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(err) if err.is_transient() => last = Some(err),
             Err(err) => panic!("{err}"),
         }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("still failing after 100 tries")
+    panic!("still failing after 100 tries: {last:?}")
 }
 
-/// Lets the stranded put reach `member`, and waits until it is answered.
-async fn lands_late(proxy: &DelayProxy, member: &EtcdServer) {
+/// Lets the `n` stranded transactions reach `member`, and waits until
+/// they are answered.
+async fn lands_late(proxy: &DelayProxy, member: &EtcdServer, n: u64) {
     let before = member.answered("Txn");
     proxy.release();
     // Server-side counts have no event: polled.
     let answered = async {
-        while member.answered("Txn") == before {
+        while member.answered("Txn") < before + n {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
@@ -300,7 +317,7 @@ async fn a_put_that_lands_after_its_acquire_gave_up_takes_nothing() {
         );
         strand_an_ask(&proxy, &backend, &keys, kind, owner, false).await;
         assert!(!retried(|| backend.release(&keys, kind, owner)).await);
-        lands_late(&proxy, &member).await;
+        lands_late(&proxy, &member, 1).await;
         left_free(&member, &direct, &keys, kind).await;
         // Unanswered, asked again by the same owner, then held and released.
         let (keys, owner) = (
@@ -312,13 +329,12 @@ async fn a_put_that_lands_after_its_acquire_gave_up_takes_nothing() {
             stranded.unwrap().is_err(),
             "{kind:?}: answered on a cut connection"
         );
-        let ttl = Duration::from_secs(5);
-        let asked = retried(|| backend.try_acquire(&keys, kind, owner, ttl)).await;
+        let asked = retried(|| backend.try_acquire(&keys, kind, owner, LEASE)).await;
         let Attempt::Acquired(_) = asked else {
             panic!("{kind:?}: a free key refused")
         };
         assert!(backend.release(&keys, kind, owner).await.unwrap());
-        lands_late(&proxy, &member).await;
+        lands_late(&proxy, &member, 1).await;
         left_free(&member, &direct, &keys, kind).await;
     }
 }
@@ -332,15 +348,50 @@ async fn a_waiters_ask_that_lands_after_its_release_puts_nothing_back() {
     for kind in [LockKind::Exclusive, LockKind::Fair, LockKind::Write] {
         let keys = StoredKeys::new("lock", &format!("queued:{kind:?}")).unwrap();
         let held = direct.lock_of(keys.user(), kind).await.unwrap();
-        let ttl = Duration::from_secs(5);
-        let asked = retried(|| backend.try_acquire(&keys, kind, "waiter", ttl)).await;
+        let asked = retried(|| backend.try_acquire(&keys, kind, "waiter", LEASE)).await;
         let Attempt::Queued { .. } = asked else {
             panic!("{kind:?}: not queued behind a holder")
         };
         held.release().await.unwrap();
         strand_an_ask(&proxy, &backend, &keys, kind, "waiter", false).await;
         retried(|| backend.release(&keys, kind, "waiter")).await;
-        lands_late(&proxy, &member).await;
+        lands_late(&proxy, &member, 1).await;
+        left_free(&member, &direct, &keys, kind).await;
+    }
+}
+
+/// An undo of an unanswered put is itself a request that can land late:
+/// sent again and answered, the acquisition puts anew and holds, and the
+/// first undo, landing after that, must not delete what it holds.
+#[tokio::test]
+async fn an_undo_that_lands_late_leaves_the_next_put_alone() {
+    let member = EtcdServer::start();
+    let (proxy, backend, direct) = through_a_proxy(&member).await;
+    for kind in [LockKind::Exclusive, LockKind::Read] {
+        let keys = StoredKeys::new("lock", &format!("undone:{kind:?}")).unwrap();
+        let owner = "twice";
+        let stranded = strand_an_ask(&proxy, &backend, &keys, kind, owner, true).await;
+        assert!(
+            stranded.unwrap().is_err(),
+            "{kind:?}: answered on a cut connection"
+        );
+        // The next ask first retires the unanswered put: stranded too.
+        let gone = format!("{}:gone/", keys.base());
+        let ask = retried(|| backend.try_acquire(&keys, kind, owner, LEASE));
+        let asked = strand(&proxy, ask, &gone, false).await;
+        assert!(asked.is_none());
+        let Attempt::Acquired(_) = retried(|| backend.try_acquire(&keys, kind, owner, LEASE)).await
+        else {
+            panic!("{kind:?}: a free key refused")
+        };
+        // The stranded put and the stranded retire.
+        lands_late(&proxy, &member, 2).await;
+        let renewed = retried(|| backend.renew(&keys, kind, owner, LEASE)).await;
+        assert!(
+            renewed,
+            "{kind:?}: a late undo deleted the lock its acquisition holds"
+        );
+        assert!(retried(|| backend.release(&keys, kind, owner)).await);
         left_free(&member, &direct, &keys, kind).await;
     }
 }

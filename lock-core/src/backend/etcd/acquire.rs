@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::held_checks::delete_entry;
 use super::leases::Lease;
-use super::marks;
+use super::marks::{self, retired};
 use super::queue::{Ask, Names, take_place, take_segment};
 use super::{EtcdBackend, Placed, TryFailed, reaping};
 use crate::backend::queued::Entry;
@@ -204,11 +204,4 @@ impl EtcdBackend {
             false => Err(reaping()),
         }
     }
-}
-
-/// The error of a first ask that found its acquisition retired (a mark
-/// this backend no longer knows of): asked again, it is retired anew and
-/// put.
-fn retired() -> StoreError {
-    StoreError::new("the acquisition's entry was retired", false)
 }

@@ -8,7 +8,8 @@
 //! So the first ask of an acquisition puts its entry only while its mark,
 //! `<namespace>:{<key>}:gone/<entry>`, is no newer than the one this backend
 //! last wrote for it; and an entry whose create went unanswered is retired
-//! by deleting it and writing its mark in one transaction. A create still
+//! by deleting it and writing its mark in one transaction (under the same
+//! condition, so that a late retire deletes nothing either). A create still
 //! on its way then fails, whenever it lands; a new ask (after an
 //! unanswered one, the same owner asks again) knows the mark's revision.
 //! Marks sit outside every kind's prefix, so no queue sees them, and live
@@ -17,7 +18,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
 use tokio::time::Instant;
 
 use super::errors::{bounded, lease_gone};
@@ -32,9 +33,9 @@ use crate::store_error::StoreError;
 pub(super) const MARK_LIFE: Duration = Duration::from_secs(300);
 
 /// The entry `name` (`<namespace>:{<key>}:<kind>/<rest>`) split where its
-/// key ends: neither an escaped key nor an owner value holds a `}`.
+/// key ends: neither a namespace nor an escaped key holds a `}`.
 fn split(name: &str) -> (&str, &str) {
-    name.rsplit_once("}:").unwrap_or((name, ""))
+    name.split_once("}:").unwrap_or((name, ""))
 }
 
 /// The mark of the entry `name`.
@@ -64,6 +65,11 @@ pub(super) fn unmarked_since(name: &str, seen: i64) -> Compare {
 /// put unanswered): deletes it and writes its mark in one transaction, then
 /// for a striped lock deletes the segment the owner took, found by value
 /// (it is named by the segment). Whether an entry was deleted.
+///
+/// The transaction runs only while the mark is no newer than the one this
+/// backend knows, so a retire that lands late (unanswered, then retried)
+/// cannot delete what a later put of the same owner holds; one that finds a
+/// newer mark (a retire of ours that landed unanswered) retires past it.
 pub(super) async fn retire(
     client: &Client,
     timeout: Duration,
@@ -72,42 +78,66 @@ pub(super) async fn retire(
     pending: &Entry<Lease>,
 ) -> Result<bool, StoreError> {
     let mark = mark_of(name);
-    let put_mark = TxnOp::put(
-        mark.as_str(),
-        "",
-        Some(PutOptions::new().with_lease(pending.lease.id)),
-    );
-    let txn = Txn::new().and_then([TxnOp::delete(name, None), put_mark]);
-    let reply = match bounded(timeout, true, client.clone().txn(txn)).await {
-        Ok(reply) => reply,
-        // Nothing under the lease stands, and no create under it can land.
-        Err(err) if lease_gone(&err) => return Ok(false),
-        Err(err) => return Err(err),
-    };
-    let Some(revision) = reply.header().map(|h| h.revision()) else {
-        return Err(StoreError::new("etcd answered without a header", true));
-    };
-    let recorded = Entry {
-        stored: mark.clone(),
-        revision,
-        lease: pending.lease.clone(),
-        expires: Instant::now() + MARK_LIFE,
-    };
-    // Refused only while the reaper deletes an older mark of the entry; the
-    // lease then takes this one.
-    held.put(mark, recorded);
-    let deleted = reply.op_responses().into_iter().any(
-        |response| matches!(response, etcd_client::TxnOpResponse::Delete(d) if d.deleted() > 0),
-    );
-    let (head, tail) = split(name);
-    let Some(owner) = tail.strip_prefix("segments/owner/") else {
-        return Ok(deleted);
-    };
-    let base = format!("{head}}}:segments/");
-    match find_segment(client, timeout, &base, owner).await? {
-        Some((stored, revision)) => delete_entry(client, timeout, &stored, revision).await,
-        None => Ok(deleted),
+    let mut known = seen(held, name);
+    // A newer mark each time: two rounds unless retires race each other.
+    for _ in 0..3 {
+        let put_mark = TxnOp::put(
+            mark.as_str(),
+            "",
+            Some(PutOptions::new().with_lease(pending.lease.id)),
+        );
+        let txn = Txn::new()
+            .when([unmarked_since(name, known)])
+            .and_then([TxnOp::delete(name, None), put_mark])
+            .or_else([TxnOp::get(mark.as_str(), None)]);
+        let reply = match bounded(timeout, true, client.clone().txn(txn)).await {
+            Ok(reply) => reply,
+            // Nothing under the lease stands, and no create under it can land.
+            Err(err) if lease_gone(&err) => return Ok(false),
+            Err(err) => return Err(err),
+        };
+        let responses = reply.op_responses();
+        if !reply.succeeded() {
+            known = responses
+                .iter()
+                .find_map(|response| match response {
+                    TxnOpResponse::Get(got) => got.kvs().first().map(|kv| kv.mod_revision()),
+                    _ => None,
+                })
+                .unwrap_or(known);
+            continue;
+        }
+        let Some(revision) = reply.header().map(|h| h.revision()) else {
+            return Err(StoreError::new("etcd answered without a header", true));
+        };
+        let recorded = Entry {
+            stored: mark.clone(),
+            revision,
+            lease: pending.lease.clone(),
+            expires: Instant::now() + MARK_LIFE,
+        };
+        held.record(mark, recorded);
+        let deleted = responses
+            .iter()
+            .any(|response| matches!(response, TxnOpResponse::Delete(d) if d.deleted() > 0));
+        let (head, tail) = split(name);
+        let Some(owner) = tail.strip_prefix("segments/owner/") else {
+            return Ok(deleted);
+        };
+        let base = format!("{head}}}:segments/");
+        return match find_segment(client, timeout, &base, owner).await? {
+            Some((stored, revision)) => delete_entry(client, timeout, &stored, revision).await,
+            None => Ok(deleted),
+        };
     }
+    Err(StoreError::new("retires of one acquisition raced", false))
+}
+
+/// The error of a put that found its acquisition retired (by a mark this
+/// backend does not know of): asked again, the acquisition is retired past
+/// that mark and put anew.
+pub(super) fn retired() -> StoreError {
+    StoreError::new("the acquisition's entry was retired", false)
 }
 
 /// Deletes the mark `stored` if it is still the one written at `revision`.

@@ -13,6 +13,7 @@ use etcd_client::{
 };
 
 use super::errors::bounded;
+use super::held_checks::delete_entry;
 use super::marks;
 use crate::backend::LockKind;
 use crate::backend::queued::{admission, spread};
@@ -66,9 +67,9 @@ pub(super) struct Place {
 
 /// Which ask of an acquisition a put is.
 pub(super) enum Ask {
-    /// The first: puts the entry, or writes again the one an unanswered
-    /// earlier put of this owner left, unless the entry was retired since
-    /// (its mark is newer than `seen`, see [`marks`](super::marks)).
+    /// The first: puts the entry (created, or written again if a put of
+    /// this ask is repeated), unless the acquisition was retired since its
+    /// mark's revision `seen` (see [`marks`](super::marks)).
     First { seen: i64 },
     /// A waiter's next: writes again the entry of `revision`, only if it
     /// still stands (one sent before a release must not put it back).
@@ -131,9 +132,9 @@ pub(super) async fn take_place(
         && let Some(stored) = disagreeing(deciding, of)
     {
         if matches!(ask, Ask::First { .. }) {
-            // Put by this acquisition, not yet known to wait: not left standing.
-            let mut client = client.clone();
-            bounded(timeout, true, client.delete(entry, None)).await?;
+            // Put by this acquisition, not yet known to wait: not left
+            // standing (only this entry, should the delete land late).
+            delete_entry(client, timeout, entry, me.create_revision()).await?;
         }
         return Err(StoreError::size_disagrees("permits", of, stored));
     }
@@ -210,13 +211,22 @@ pub(super) async fn take_segment(
             value.as_str(),
             Some(PutOptions::new().with_lease(lease)),
         );
+        let mark = marks::mark_of(&names.entry);
         let txn = Txn::new()
             .when([
                 Compare::create_revision(stored.as_str(), CompareOp::Equal, 0),
                 marks::unmarked_since(&names.entry, seen),
             ])
-            .and_then([put]);
+            .and_then([put])
+            .or_else([TxnOp::get(mark, Some(GetOptions::new().with_keys_only()))]);
         let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
+        let marked = reply.op_responses().iter().any(|response| {
+            matches!(response, TxnOpResponse::Get(got)
+                if got.kvs().first().is_some_and(|kv| kv.mod_revision() > seen))
+        });
+        if marked {
+            return Err(marks::retired());
+        }
         if reply.succeeded() {
             let Some(revision) = reply.header().map(|h| h.revision()) else {
                 return Err(StoreError::new("etcd answered without a header", true));

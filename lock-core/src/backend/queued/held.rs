@@ -46,7 +46,8 @@ pub(crate) struct Entry<L> {
     /// Its key or path.
     pub(crate) stored: String,
     /// Its create revision (etcd) or czxid (ZooKeeper), which tells it from
-    /// a later entry of the same name; 0 while its put has no answer.
+    /// a later entry of the same name; 0 while its put has no answer. (An
+    /// etcd mark's: the revision it was last written at.)
     pub(crate) revision: i64,
     pub(crate) lease: Arc<L>,
     /// When it runs out unless renewed (or asked for again, for a queue entry).
@@ -88,6 +89,13 @@ impl<L: Leased> Held<L> {
         drop(table);
         self.changed.notify_one();
         true
+    }
+
+    /// Records `entry` under `name` even while the reaper deletes an older
+    /// entry of that name, which it then leaves in place (see `reaped`).
+    pub(crate) fn record(&self, name: String, entry: Entry<L>) {
+        self.table().entries.insert(name, entry);
+        self.changed.notify_one();
     }
 
     /// Extends the entry `name` to its lease's ttl (the one granted) from
