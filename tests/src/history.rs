@@ -1,7 +1,8 @@
 //! Histories of lock clients and the checker that judges them.
 //!
 //! Client processes print one event a line:
-//! `ev <unix-ms> <client> <kind> <key> <token>`, with kinds `acquire_sent`,
+//! `ev <ms> <client> <kind> <key> <token>` (`<ms>` on the host's monotonic
+//! clock, see [`now_ms`]), with kinds `acquire_sent`,
 //! `acquire_ok`, `acquire_failed`, `acquire_unknown`, `renewed`, `lost`,
 //! `write_sent` (optional: a write sent before a loss was told is no
 //! write after it), `write_ok`, `write_rejected`, `release_ok`,
@@ -12,17 +13,25 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tracing::field::{Field, Visit};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 
-/// Milliseconds since the Unix epoch (shared by processes on one host).
+/// Milliseconds on the host's monotonic clock (`CLOCK_MONOTONIC`): one
+/// clock for every process on the host, which no wall-clock step moves, so
+/// the events of several processes compare, also while the campaign steps
+/// a store's wall clock.
+#[allow(unsafe_code)]
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000
 }
 
 /// Formats one event line.

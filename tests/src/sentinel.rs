@@ -31,7 +31,10 @@ pub struct SentinelSet {
 /// One `redis-server --sentinel` process.
 struct Sentinel {
     port: u16,
-    child: Child,
+    /// `None` while killed.
+    child: Option<Child>,
+    /// Its configuration, which it rewrites with what it learns.
+    config: std::path::PathBuf,
     _dir: TempDir,
 }
 
@@ -54,17 +57,23 @@ impl Sentinel {
                 dir = dir.path().display(),
             );
             std::fs::write(&config, text).expect("sentinel.conf");
-            let mut command = Command::new("redis-server");
-            command.arg(&config).arg("--sentinel");
-            if let Some(child) = spawn_until(&mut command, "+monitor master") {
+            if let Some(child) = spawn_until(&mut command(&config), "+monitor master") {
                 return Sentinel {
                     port,
-                    child,
+                    child: Some(child),
+                    config,
                     _dir: dir,
                 };
             }
         }
         panic!("redis-server --sentinel did not start on any of 5 free ports");
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     async fn connection(&self) -> redis::aio::MultiplexedConnection {
@@ -76,10 +85,16 @@ impl Sentinel {
     }
 }
 
+/// The command that starts a sentinel on `config`.
+fn command(config: &std::path::Path) -> Command {
+    let mut command = Command::new("redis-server");
+    command.arg(config).arg("--sentinel");
+    command
+}
+
 impl Drop for Sentinel {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
@@ -153,20 +168,50 @@ impl SentinelSet {
     pub async fn settled(&self) {
         let replicas = self.servers.len() - 1;
         self.first_master().wait_for_replicas(replicas).await;
-        let others = self.sentinels.len() - 1;
-        let deadline = Instant::now() + SETTLE;
         for sentinel in &self.sentinels {
-            let mut conn = sentinel.connection().await;
-            while known(&mut conn, "REPLICAS").await != replicas
-                || known(&mut conn, "SENTINELS").await != others
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "the sentinels did not settle within {SETTLE:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            self.knows_all(sentinel).await;
         }
+    }
+
+    /// Waits until `sentinel` knows every replica and every other sentinel.
+    async fn knows_all(&self, sentinel: &Sentinel) {
+        let (replicas, others) = (self.servers.len() - 1, self.sentinels.len() - 1);
+        let deadline = Instant::now() + SETTLE;
+        let mut conn = sentinel.connection().await;
+        while known(&mut conn, "REPLICAS").await != replicas
+            || known(&mut conn, "SENTINELS").await != others
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels did not settle within {SETTLE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// How many sentinels watch.
+    pub fn sentinels(&self) -> usize {
+        self.sentinels.len()
+    }
+
+    /// The process id of sentinel `i`, while it runs.
+    pub fn sentinel_pid(&self, i: usize) -> Option<u32> {
+        self.sentinels[i].child.as_ref().map(Child::id)
+    }
+
+    /// Kills sentinel `i` (SIGKILL).
+    pub fn kill_sentinel(&mut self, i: usize) {
+        self.sentinels[i].kill();
+    }
+
+    /// Starts sentinel `i` again on its port, with the configuration it
+    /// rewrote, and waits until it knows the deployment again.
+    pub async fn restart_sentinel(&mut self, i: usize) {
+        let sentinel = &mut self.sentinels[i];
+        sentinel.kill();
+        let child = spawn_until(&mut command(&sentinel.config), "+monitor master");
+        sentinel.child = Some(child.expect("a sentinel restarts on its port"));
+        self.knows_all(&self.sentinels[i]).await;
     }
 
     /// Has the sentinels fail over (`SENTINEL FAILOVER`), and returns the

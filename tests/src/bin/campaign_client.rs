@@ -4,6 +4,8 @@
 //! ```text
 //! campaign_client <lock-url> <data-url> <id> <seed> <tasks> <keys> <ttl-ms> <kinds>
 //! ```
+//! - `<lock-url>`: any URL `Locker::connect` takes, or
+//!   `redlock:<url>,<url>,...` for RedLock over those Redis servers.
 //! - `<kinds>`: `all` (every kind of lock: plain, fair, read, write, a
 //!   semaphore of 1, a striped lock of 1, and both keys of a pair at once)
 //!   or `plain` (the plain lock and pairs, for a store that keeps no other).
@@ -242,11 +244,11 @@ impl Held {
 async fn connect(url: &str, ttl: Duration) -> Locker {
     let mut tries = 0;
     loop {
-        let connected = Locker::builder()
-            .ttl(ttl)
-            .timeout(ttl / 2)
-            .connect(url)
-            .await;
+        let builder = Locker::builder().ttl(ttl).timeout(ttl / 2);
+        let connected = match url.strip_prefix("redlock:") {
+            Some(urls) => builder.redlock(&urls.split(',').collect::<Vec<_>>()).await,
+            None => builder.connect(url).await,
+        };
         match connected {
             Ok(locker) => return locker,
             Err(error) if tries < 100 => {
