@@ -278,20 +278,21 @@ impl ClusterSet {
         let mut replica = self.node(port).connection().await;
         let deadline = Instant::now() + SETTLE;
         // A manual failover the master does not agree to within its
-        // timeout (5 s) is dropped: ask again, then without its agreement
-        // (FORCE: the other masters' votes suffice).
-        let mut force = false;
+        // timeout (5 s) is dropped: ask again without its agreement (FORCE:
+        // the other masters' votes suffice), then without votes (TAKEOVER).
+        let mut asked_before = 0;
         'ask: loop {
             let mut failover = redis::cmd("CLUSTER");
             failover.arg("FAILOVER");
-            if force {
-                failover.arg("FORCE");
+            let how = ["", "FORCE", "TAKEOVER"][asked_before.min(2)];
+            if !how.is_empty() {
+                failover.arg(how);
             }
+            asked_before += 1;
             let _: () = failover
                 .query_async(&mut replica)
                 .await
                 .expect("CLUSTER FAILOVER");
-            force = true;
             let asked = Instant::now();
             while self.master_port_of(key).await != port {
                 assert!(Instant::now() < deadline, "no failover within {SETTLE:?}");

@@ -205,7 +205,9 @@ impl SentinelSet {
     }
 
     /// Starts sentinel `i` again on its port, with the configuration it
-    /// rewrote, and waits until it knows the deployment again.
+    /// rewrote (which names the replica and the other sentinels, so it
+    /// knows them at once; [`failover`](Self::failover) asks another
+    /// sentinel while it cannot reach the replica yet).
     pub async fn restart_sentinel(&mut self, i: usize) {
         let sentinel = &mut self.sentinels[i];
         sentinel.kill();
@@ -219,13 +221,27 @@ impl SentinelSet {
     /// master.
     pub async fn failover(&self) -> u16 {
         let old = self.master_port().await;
-        let mut conn = self.sentinels[0].connection().await;
-        let _: () = redis::cmd("SENTINEL")
-            .arg("FAILOVER")
-            .arg(MASTER_NAME)
-            .query_async(&mut conn)
-            .await
-            .expect("SENTINEL FAILOVER");
+        let deadline = Instant::now() + SETTLE;
+        // A sentinel just restarted may not reach the replica yet
+        // (NOGOODSLAVE): the next one is asked, and the round again.
+        'asked: loop {
+            for sentinel in self.sentinels.iter().filter(|s| s.child.is_some()) {
+                let mut conn = sentinel.connection().await;
+                let asked: redis::RedisResult<()> = redis::cmd("SENTINEL")
+                    .arg("FAILOVER")
+                    .arg(MASTER_NAME)
+                    .query_async(&mut conn)
+                    .await;
+                if asked.is_ok() {
+                    break 'asked;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no sentinel took a failover within {SETTLE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         self.new_master(old).await
     }
 
