@@ -25,7 +25,7 @@ use crate::history::{Event, Facts, Summary, check, writes_unexplained};
 /// A broken promise, when and on which key it shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// When it shows (Unix ms).
+    /// When it shows ([`now_ms`](crate::history::now_ms)).
     pub at: u64,
     /// The lock's key (`k0`), whatever the kind.
     pub key: String,

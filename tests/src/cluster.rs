@@ -223,6 +223,20 @@ impl ClusterSet {
         ports
     }
 
+    /// Kills the replica of the master serving `key` (SIGKILL), and after
+    /// `down` starts it again on its port: it rejoins as a replica from its
+    /// `nodes.conf`, empty (no persistence), and syncs again. Returns once
+    /// every node says the cluster is ok.
+    pub async fn kill_replica_of(&mut self, key: &str, down: Duration) {
+        let port = self.replica_port_of(key).await;
+        let at = self.nodes.iter().position(|n| n.port() == port);
+        let at = at.expect("a node of the cluster");
+        self.nodes[at].kill();
+        tokio::time::sleep(down).await;
+        self.nodes[at].restart();
+        self.settled().await;
+    }
+
     /// A replica of the master serving `key`, once it has attached and
     /// caught up.
     pub async fn replica_of(&self, key: &str) -> &RedisServer {

@@ -88,7 +88,7 @@ impl<S: tracing::Subscriber> Layer<S> for RenewalTap {
 /// One event of one client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    /// When (Unix ms).
+    /// When ([`now_ms`]).
     pub at: u64,
     /// Which client process.
     pub client: String,
@@ -122,7 +122,7 @@ impl Event {
 pub struct Facts {
     /// The clients' lease length.
     pub ttl: Duration,
-    /// When each client was frozen (SIGSTOP) and thawed, Unix ms.
+    /// When each client was frozen (SIGSTOP) and thawed ([`now_ms`]).
     pub pauses: HashMap<String, Vec<(u64, u64)>>,
     /// Accepted writes per key, in the store's order.
     pub store: HashMap<String, Vec<u64>>,
@@ -300,7 +300,7 @@ pub fn writes_unexplained(
     None
 }
 
-/// The first acquisition at or after `healed` (Unix ms), if any.
+/// The first acquisition at or after `healed` ([`now_ms`]), if any.
 pub fn first_acquire_after(events: &[Event], healed: u64) -> Option<u64> {
     events
         .iter()

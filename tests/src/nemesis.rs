@@ -27,7 +27,8 @@ pub enum Fault {
     /// A member of the store frozen, then thawed.
     PauseMember { member: usize, lasting: Duration },
     /// A member of the store killed, and started again after `down` (a
-    /// Redis server without persistence comes back empty).
+    /// Redis server without persistence comes back empty; a sentinel
+    /// comes back with the configuration it rewrote).
     KillMember { member: usize, down: Duration },
     /// Every connection between the clients and the store cut, healed
     /// after `lasting` (the kit's proxy).

@@ -21,7 +21,7 @@ pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().await
 }
 
-/// Freeze windows (Unix ms) per client.
+/// Freeze windows (`now_ms`) per client.
 pub type Pauses = HashMap<String, Vec<(u64, u64)>>;
 
 /// Running fault clients and the lines they print.
