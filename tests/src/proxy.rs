@@ -211,21 +211,22 @@ async fn pipe(
     drop((client_read, client_write));
     // Stranded: the held requests go out at release, and the connection
     // stays open (a server may drop a request whose connection closed)
-    // until the server closes it.
-    if gates
-        .stranded_held
-        .subscribe()
-        .wait_for(|h| !*h)
-        .await
-        .is_err()
-    {
-        return;
+    // until the server closes it or the proxy severs it.
+    let stranded = async {
+        let mut released = gates.stranded_held.subscribe();
+        if released.wait_for(|h| !*h).await.is_err()
+            || !flush(&mut server_write, &mut requests).await
+        {
+            return;
+        }
+        let mut sink = vec![0u8; 16 * 1024];
+        while let Ok(1..) = server_read.read(&mut sink).await {}
+    };
+    tokio::select! {
+        biased;
+        _ = severed.changed() => {}
+        () = stranded => {}
     }
-    if server_write.write_all(&requests).await.is_err() {
-        return;
-    }
-    let mut sink = vec![0u8; 16 * 1024];
-    while let Ok(1..) = server_read.read(&mut sink).await {}
 }
 
 /// Copies `from` to `to`, keeping bytes back in `pending` while `held` is
@@ -241,9 +242,8 @@ async fn forward(
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         if !*held.borrow_and_update() && !pending.is_empty() {
-            match to.write(pending).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => drop(pending.drain(..n)),
+            if !flush(&mut to, pending).await {
+                return;
             }
             continue;
         }
@@ -262,14 +262,19 @@ async fn forward(
     }
     // What was read before the end still goes out, once released; then
     // the end itself.
-    if held.wait_for(|h| !*h).await.is_err() {
-        return;
+    if held.wait_for(|h| !*h).await.is_ok() && flush(&mut to, pending).await {
+        let _ = to.shutdown().await;
     }
+}
+
+/// Writes out `pending`, taking out each part as it is written: cancelled,
+/// what is left in `pending` was not sent. `false` if `to` failed.
+async fn flush(mut to: impl AsyncWrite + Unpin, pending: &mut Vec<u8>) -> bool {
     while !pending.is_empty() {
         match to.write(pending).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return false,
             Ok(n) => drop(pending.drain(..n)),
         }
     }
-    let _ = to.shutdown().await;
+    true
 }

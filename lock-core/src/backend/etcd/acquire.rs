@@ -82,7 +82,7 @@ impl EtcdBackend {
             }
             self.pend(names, lease, started)?;
         }
-        let seen = marks::seen(&shared.held, &names.entry);
+        let mark = marks::Mark::of(&shared.held, &names.entry);
         // Refused for good, nothing was put and the acquisition ends: no
         // put of this ask is left to retire.
         let refused = |err: &StoreError| {
@@ -95,7 +95,7 @@ impl EtcdBackend {
         let alive = lease.confirm_since(started);
         let (place, alive) = match kind {
             LockKind::Segment { of } => {
-                let take = take_segment(client, timeout, names, of, owner, lease.id, seen);
+                let take = take_segment(client, timeout, names, of, owner, lease.id, &mark);
                 let (segment, alive) = tokio::join!(take, alive);
                 let segment = segment.inspect_err(refused).map_err(TryFailed::from)?;
                 if segment.is_none() && again.is_none() {
@@ -112,7 +112,7 @@ impl EtcdBackend {
                 let take = async {
                     let ask = match again {
                         Some(revision) => Ask::Again { revision },
-                        None => Ask::First { seen },
+                        None => Ask::First(&mark),
                     };
                     match take_place(client, timeout, names, kind, lease.id, ask).await? {
                         Some(place) => Ok(place),
@@ -121,7 +121,7 @@ impl EtcdBackend {
                         None if again.is_some() => {
                             shared.held.take(&names.entry);
                             self.pend(names, lease, started)?;
-                            let first = Ask::First { seen };
+                            let first = Ask::First(&mark);
                             let place = take_place(client, timeout, names, kind, lease.id, first);
                             place.await?.ok_or_else(retired)
                         }

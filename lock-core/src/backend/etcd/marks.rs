@@ -39,7 +39,7 @@ fn split(name: &str) -> (&str, &str) {
 }
 
 /// The mark of the entry `name`.
-pub(super) fn mark_of(name: &str) -> String {
+fn mark_of(name: &str) -> String {
     let (head, tail) = split(name);
     format!("{head}}}:gone/{tail}")
 }
@@ -49,16 +49,26 @@ pub(super) fn is_mark(stored: &str) -> bool {
     split(stored).1.starts_with("gone/")
 }
 
-/// The revision of the mark this backend last wrote for the entry `name`
-/// (0: none stands): what a create of it may find.
-pub(super) fn seen(held: &Held<Lease>, name: &str) -> i64 {
-    held.get(&mark_of(name)).map_or(0, |mark| mark.revision)
+/// The mark of one entry, and the revision this backend last wrote it at
+/// (0: none stands): what a put of the entry may find.
+pub(super) struct Mark {
+    pub(super) key: String,
+    pub(super) seen: i64,
 }
 
-/// The compare a first ask of the entry `name` puts under: its mark no
-/// newer than `seen`.
-pub(super) fn unmarked_since(name: &str, seen: i64) -> Compare {
-    Compare::mod_revision(mark_of(name), CompareOp::Less, seen + 1)
+impl Mark {
+    /// The mark of the entry `name`, as this backend knows it.
+    pub(super) fn of(held: &Held<Lease>, name: &str) -> Self {
+        let key = mark_of(name);
+        let seen = held.get(&key).map_or(0, |mark| mark.revision);
+        Mark { key, seen }
+    }
+
+    /// The compare a put of the entry runs under: the mark no newer than
+    /// `seen`.
+    pub(super) fn unmoved(&self) -> Compare {
+        Compare::mod_revision(self.key.as_str(), CompareOp::Less, self.seen + 1)
+    }
 }
 
 /// Retires the entry `name` whose create may still land (`pending`, its
@@ -77,19 +87,18 @@ pub(super) async fn retire(
     name: &str,
     pending: &Entry<Lease>,
 ) -> Result<bool, StoreError> {
-    let mark = mark_of(name);
-    let mut known = seen(held, name);
+    let mut mark = Mark::of(held, name);
     // A newer mark each time: two rounds unless retires race each other.
     for _ in 0..3 {
         let put_mark = TxnOp::put(
-            mark.as_str(),
+            mark.key.as_str(),
             "",
             Some(PutOptions::new().with_lease(pending.lease.id)),
         );
         let txn = Txn::new()
-            .when([unmarked_since(name, known)])
+            .when([mark.unmoved()])
             .and_then([TxnOp::delete(name, None), put_mark])
-            .or_else([TxnOp::get(mark.as_str(), None)]);
+            .or_else([TxnOp::get(mark.key.as_str(), None)]);
         let reply = match bounded(timeout, true, client.clone().txn(txn)).await {
             Ok(reply) => reply,
             // Nothing under the lease stands, and no create under it can land.
@@ -98,25 +107,25 @@ pub(super) async fn retire(
         };
         let responses = reply.op_responses();
         if !reply.succeeded() {
-            known = responses
+            mark.seen = responses
                 .iter()
                 .find_map(|response| match response {
                     TxnOpResponse::Get(got) => got.kvs().first().map(|kv| kv.mod_revision()),
                     _ => None,
                 })
-                .unwrap_or(known);
+                .unwrap_or(mark.seen);
             continue;
         }
         let Some(revision) = reply.header().map(|h| h.revision()) else {
             return Err(StoreError::new("etcd answered without a header", true));
         };
         let recorded = Entry {
-            stored: mark.clone(),
+            stored: mark.key.clone(),
             revision,
             lease: pending.lease.clone(),
             expires: Instant::now() + MARK_LIFE,
         };
-        held.record(mark, recorded);
+        held.record(mark.key, recorded);
         let deleted = responses
             .iter()
             .any(|response| matches!(response, TxnOpResponse::Delete(d) if d.deleted() > 0));

@@ -1,6 +1,7 @@
 //! Taking a place: each acquisition puts an entry under the lock's prefix
 //! (a repeated request writes the same entry again, a late one puts none
-//! back: [`Ask`]), and holds when the entries created before it allow: none for a plain,
+//! back: [`Ask`]), and holds when the entries created before it allow:
+//! none for a plain,
 //! fair or write lock, no writer for a reader, fewer than N for one of N
 //! permits. The others wait their turn, fair by create revision. A
 //! striped lock's segments are fixed entries, taken if free.
@@ -14,7 +15,7 @@ use etcd_client::{
 
 use super::errors::bounded;
 use super::held_checks::delete_entry;
-use super::marks;
+use super::marks::{self, Mark};
 use crate::backend::LockKind;
 use crate::backend::queued::{admission, spread};
 use crate::keys::StoredKeys;
@@ -66,11 +67,11 @@ pub(super) struct Place {
 }
 
 /// Which ask of an acquisition a put is.
-pub(super) enum Ask {
+pub(super) enum Ask<'a> {
     /// The first: puts the entry (created, or written again if a put of
-    /// this ask is repeated), unless the acquisition was retired since its
-    /// mark's revision `seen` (see [`marks`](super::marks)).
-    First { seen: i64 },
+    /// this ask is repeated), unless the acquisition was retired since the
+    /// mark this backend knows (see [`marks`](super::marks)).
+    First(&'a Mark),
     /// A waiter's next: writes again the entry of `revision`, only if it
     /// still stands (one sent before a release must not put it back).
     Again { revision: i64 },
@@ -84,7 +85,7 @@ pub(super) async fn take_place(
     names: &Names,
     kind: LockKind,
     lease: i64,
-    ask: Ask,
+    ask: Ask<'_>,
 ) -> Result<Option<Place>, StoreError> {
     let first = GetOptions::new()
         .with_prefix()
@@ -106,7 +107,7 @@ pub(super) async fn take_place(
     // Written again when asked again: a waiter granted later than another
     // then has the later token, whichever queued first.
     let allowed = match ask {
-        Ask::First { seen } => marks::unmarked_since(entry, seen),
+        Ask::First(mark) => mark.unmoved(),
         Ask::Again { revision } => Compare::create_revision(entry, CompareOp::Equal, revision),
     };
     let txn = Txn::new().when([allowed]).and_then([put, mine, deciding]);
@@ -131,7 +132,7 @@ pub(super) async fn take_place(
     if let LockKind::Permit { of } = kind
         && let Some(stored) = disagreeing(deciding, of)
     {
-        if matches!(ask, Ask::First { .. }) {
+        if matches!(ask, Ask::First(_)) {
             // Put by this acquisition, not yet known to wait: not left
             // standing (only this entry, should the delete land late).
             delete_entry(client, timeout, entry, me.create_revision()).await?;
@@ -176,7 +177,7 @@ pub(super) struct Segment {
 }
 
 /// Finds `owner`'s segment among `of` on `names.base`, or takes a free one
-/// unless the acquisition was retired since `seen` (see
+/// unless the acquisition was retired since `mark` (see
 /// [`marks`](super::marks)); `None` if all are held. A segment's value is
 /// `<of>|<owner>`.
 pub(super) async fn take_segment(
@@ -186,7 +187,7 @@ pub(super) async fn take_segment(
     of: u32,
     owner: &str,
     lease: i64,
-    seen: i64,
+    mark: &Mark,
 ) -> Result<Option<Segment>, StoreError> {
     let base = names.base.as_str();
     let value = format!("{of}|{owner}");
@@ -211,18 +212,20 @@ pub(super) async fn take_segment(
             value.as_str(),
             Some(PutOptions::new().with_lease(lease)),
         );
-        let mark = marks::mark_of(&names.entry);
         let txn = Txn::new()
             .when([
                 Compare::create_revision(stored.as_str(), CompareOp::Equal, 0),
-                marks::unmarked_since(&names.entry, seen),
+                mark.unmoved(),
             ])
             .and_then([put])
-            .or_else([TxnOp::get(mark, Some(GetOptions::new().with_keys_only()))]);
+            .or_else([TxnOp::get(
+                mark.key.as_str(),
+                Some(GetOptions::new().with_keys_only()),
+            )]);
         let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
         let marked = reply.op_responses().iter().any(|response| {
             matches!(response, TxnOpResponse::Get(got)
-                if got.kvs().first().is_some_and(|kv| kv.mod_revision() > seen))
+                if got.kvs().first().is_some_and(|kv| kv.mod_revision() > mark.seen))
         });
         if marked {
             return Err(marks::retired());
