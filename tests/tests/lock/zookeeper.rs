@@ -2,14 +2,16 @@
 //! (which runs on a standalone server too): the session timeout is the
 //! ttl granted, a connection lost for less than the session keeps the
 //! locks, an expired session is told on every guard in it, waiting without
-//! requests, `zk://` URLs, and a follower cut off from its leader is not
-//! trusted to renew.
+//! requests, `zk://` URLs, a follower cut off from its leader is not
+//! trusted to renew, and an observer hears of a grant's write.
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use lock_core::{LockError, Locker};
-use lock_testkit::{TestStore, ZooKeeperServer};
-use tokio::time::Instant;
+use lock_testkit::{TestStore, ZooKeeperServer, zookeeper_client};
+use tokio::time::{Instant, timeout};
+use zookeeper_client::{Acls, CreateMode};
 
 use crate::conformance::SLACK;
 
@@ -213,4 +215,41 @@ async fn an_uncontended_lock_of_a_fresh_key_costs_three_requests() {
         least = least.min(packets(server) - before);
     }
     assert_eq!(least, 3, "requests per lock + release of a fresh key");
+}
+
+/// An observer that read a node first in line before its grant was written
+/// is told of the leader when the write lands, though the write changes no
+/// child of the key (all an observer watched before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_is_told_of_a_grant_written_after_it_looked() {
+    let server = ZooKeeperServer::start();
+    let observer = locker(&server, Duration::from_secs(60)).await;
+    let client = zookeeper_client(&server).await;
+    // A node first in line and not written yet, made by hand under the
+    // key's parent while a lock keeps the parent.
+    let guard = observer.lock("relay").await.unwrap();
+    let parents = client.list_children("/").await.unwrap();
+    let parent = parents
+        .iter()
+        .find(|p| p.ends_with("{relay}:lease"))
+        .unwrap();
+    let mode = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let prefix = format!("/{parent}/by-hand-x-");
+    let (_, sequence) = client.create(&prefix, &[], &mode).await.unwrap();
+    let node = format!("{prefix}{sequence}");
+    guard.release().await.unwrap();
+    let mut changes = observer.observe("relay");
+    let first = changes.next().await.unwrap().unwrap();
+    assert_eq!(
+        first, None,
+        "a node whose grant is not written leads nobody"
+    );
+    let written = client.set_data(&node, &[], None).await.unwrap();
+    let told = timeout(SLACK * 2, changes.next())
+        .await
+        .expect("the grant's write is told, not found at a lease's end")
+        .unwrap()
+        .unwrap()
+        .expect("a leader");
+    assert_eq!(told.token.get(), written.mzxid as u64);
 }

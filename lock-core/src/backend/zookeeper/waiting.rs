@@ -49,27 +49,30 @@ pub(super) async fn wait_ahead(
     Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
-/// Tells of every change of the children of `parent` from now on (for
-/// waiters with no node, and observers); active when returned. A watch
-/// fires once: the children read with the next one are compared with the
-/// last, so that a change between the two is told too.
+/// Tells of every change of the children of `parent` from now on, and of
+/// the grant's write on the first of them (for waiters with no node, and
+/// observers); active when returned. A node first in line holds only once
+/// its grant is written (see acquire.rs), and that write is no change of
+/// the children: an observer that read the node before it would otherwise
+/// miss the leader. A watch fires once: what the next look sees is compared
+/// with the last, so that a change between the two is told too.
 pub(super) async fn changes_under(
     client: Client,
     timeout: Duration,
     parent: String,
 ) -> Result<ReleaseSignal, StoreError> {
-    let (mut seen, mut watcher) = watch_children(&client, timeout, &parent).await?;
+    let (mut seen, mut watches) = look_under(&client, timeout, &parent).await?;
     let (told, signal) = watch::channel(0u64);
     let task = tokio::spawn(async move {
         loop {
-            watcher.changed().await;
+            watches.changed().await;
             told.send_modify(|n| *n += 1);
-            match watch_children(&client, timeout, &parent).await {
+            match look_under(&client, timeout, &parent).await {
                 Ok((now, next)) => {
                     if now != seen {
                         told.send_modify(|n| *n += 1);
                     }
-                    (seen, watcher) = (now, next);
+                    (seen, watches) = (now, next);
                 }
                 Err(_) => return,
             }
@@ -78,24 +81,78 @@ pub(super) async fn changes_under(
     Ok(ReleaseSignal::new(signal, AbortOnDrop(task.abort_handle())))
 }
 
-/// The children of `parent` (none if it is gone), sorted, and a watch on
-/// them (or on its creation).
-async fn watch_children(
+/// What a look under a parent saw: its children (none if it is gone), by
+/// sequence, and whether the first has its grant written.
+#[derive(PartialEq)]
+struct Under {
+    children: Vec<String>,
+    first_written: bool,
+}
+
+/// The watches a look under a parent left: on its children (or its
+/// creation), and on the first child's grant while it is not written.
+struct Watches {
+    children: OneshotWatcher,
+    first: Option<OneshotWatcher>,
+}
+
+impl Watches {
+    /// Until either watch fires.
+    async fn changed(self) {
+        match self.first {
+            Some(first) => {
+                tokio::select! {
+                    _ = self.children.changed() => {}
+                    _ = first.changed() => {}
+                }
+            }
+            None => {
+                self.children.changed().await;
+            }
+        }
+    }
+}
+
+/// A look under `parent`, with its watches.
+async fn look_under(
     client: &Client,
     timeout: Duration,
     parent: &str,
-) -> Result<(Vec<String>, OneshotWatcher), StoreError> {
-    match bounded(timeout, false, client.list_and_watch_children(parent)).await {
+) -> Result<(Under, Watches), StoreError> {
+    let (children, watcher) = match bounded(timeout, false, client.list_and_watch_children(parent))
+        .await
+    {
         Ok((mut children, watcher)) => {
-            children.sort_unstable();
-            Ok((children, watcher))
+            children.retain(|name| Child::parse(name).is_some());
+            children.sort_by_key(|name| Child::parse(name).map_or(0, |c| c.sequence));
+            (children, watcher)
         }
         Err(err) if super::queue::zk_no_node(&err) => {
             let (_, watcher) = bounded(timeout, false, client.check_and_watch_stat(parent)).await?;
-            Ok((Vec::new(), watcher))
+            (Vec::new(), watcher)
         }
-        Err(err) => Err(err),
+        Err(err) => return Err(err),
+    };
+    let mut first = None;
+    let mut first_written = false;
+    if let Some(name) = children.first() {
+        let path = format!("{parent}/{name}");
+        let (stat, watcher) = bounded(timeout, false, client.check_and_watch_stat(&path)).await?;
+        // Gone already: the children's watch tells of it.
+        first_written = stat.is_some_and(|stat| stat.mzxid != stat.czxid);
+        if stat.is_some() && !first_written {
+            first = Some(watcher);
+        }
     }
+    let under = Under {
+        children,
+        first_written,
+    };
+    let watches = Watches {
+        children: watcher,
+        first,
+    };
+    Ok((under, watches))
 }
 
 /// A watch on what the waiter with node `mine` waits behind now (`None`:
