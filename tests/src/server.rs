@@ -435,13 +435,19 @@ impl RedisServer {
     /// Blocks until `n` replicas have every write so far (Redis `WAIT`).
     pub async fn wait_for_replicas(&self, n: usize) {
         let mut conn = self.connection().await;
-        // A write gives WAIT something to wait for.
-        let _: () = redis::cmd("SET")
+        // A write gives WAIT something to wait for; it is undone before the
+        // WAIT, so that a failover after it leaves no trace of it either.
+        let _: () = redis::pipe()
+            .cmd("SET")
             .arg("testkit:sync")
             .arg(1)
+            .ignore()
+            .cmd("DEL")
+            .arg("testkit:sync")
+            .ignore()
             .query_async(&mut conn)
             .await
-            .expect("SET");
+            .expect("SET and DEL");
         let synced: usize = redis::cmd("WAIT")
             .arg(n)
             .arg(20_000)
@@ -452,11 +458,6 @@ impl RedisServer {
             synced >= n,
             "only {synced} of {n} replicas synced within 20 s"
         );
-        let _: () = redis::cmd("DEL")
-            .arg("testkit:sync")
-            .query_async(&mut conn)
-            .await
-            .expect("DEL");
     }
 }
 

@@ -226,7 +226,8 @@ pub trait Backend: Send + Sync + 'static {
     /// that resigned, tells those who observe it
     /// ([`Locker::observe`](crate::Locker::observe)). A store whose
     /// subscription hears every change of holder itself (etcd's watch,
-    /// ZooKeeper's) does nothing, as by default.
+    /// ZooKeeper's on the children and the first one's grant) does
+    /// nothing, as by default.
     fn announce<'a>(
         &'a self,
         keys: &'a StoredKeys,
