@@ -435,9 +435,10 @@ impl RedisServer {
     /// Blocks until `n` replicas have every write so far (Redis `WAIT`).
     pub async fn wait_for_replicas(&self, n: usize) {
         let mut conn = self.connection().await;
-        // A write gives WAIT something to wait for; it is undone before the
-        // WAIT, so that a failover after it leaves no trace of it either.
+        // A write gives WAIT something to wait for; it is undone in the same
+        // transaction, so that no replica or failover keeps it.
         let _: () = redis::pipe()
+            .atomic()
             .cmd("SET")
             .arg("testkit:sync")
             .arg(1)

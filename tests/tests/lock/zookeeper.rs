@@ -251,5 +251,6 @@ async fn an_observer_is_told_of_a_grant_written_after_it_looked() {
         .unwrap()
         .unwrap()
         .expect("a leader");
-    assert_eq!(told.token.get(), written.mzxid as u64);
+    assert_eq!(told.owner, "by-hand");
+    assert_eq!(Ok(told.token.get()), u64::try_from(written.mzxid));
 }

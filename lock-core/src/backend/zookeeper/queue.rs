@@ -94,8 +94,7 @@ pub(super) async fn children(
 ) -> Result<Vec<String>, StoreError> {
     match bounded(timeout, false, client.list_children(parent)).await {
         Ok(mut names) => {
-            names.retain(|name| Child::parse(name).is_some());
-            names.sort_by_key(|name| Child::parse(name).map_or(0, |c| c.sequence));
+            in_line(&mut names);
             Ok(names)
         }
         Err(err) => match zk_no_node(&err) {
@@ -103,6 +102,12 @@ pub(super) async fn children(
             false => Err(err),
         },
     }
+}
+
+/// Keeps the lock nodes of a parent's `names`, in sequence order.
+pub(super) fn in_line(names: &mut Vec<String>) {
+    names.retain(|name| Child::parse(name).is_some());
+    names.sort_by_key(|name| Child::parse(name).map_or(0, |c| c.sequence));
 }
 
 /// Whether `err` is ZooKeeper's "no node".

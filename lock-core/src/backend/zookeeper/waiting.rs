@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use zookeeper_client::{Client, OneshotWatcher};
 
 use super::errors::bounded;
-use super::queue::{Child, Names, children};
+use super::queue::{Child, Names, children, in_line};
 use crate::backend::queued::AbortOnDrop;
 use crate::backend::{LockKind, ReleaseSignal};
 use crate::store_error::StoreError;
@@ -123,8 +123,7 @@ async fn look_under(
         .await
     {
         Ok((mut children, watcher)) => {
-            children.retain(|name| Child::parse(name).is_some());
-            children.sort_by_key(|name| Child::parse(name).map_or(0, |c| c.sequence));
+            in_line(&mut children);
             (children, watcher)
         }
         Err(err) if super::queue::zk_no_node(&err) => {
