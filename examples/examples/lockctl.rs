@@ -120,8 +120,14 @@ async fn run(url: &str, args: Args) -> Result<(), LockError> {
         Command::Schema { .. } => {}
         Command::Release(key) => {
             print_inspection(&locker.inspect(&key).await?);
-            let removed = locker.force_release(&key).await?;
-            println!("{key}: removed {removed} holders and queue entries");
+            let forced = locker.force_release(&key).await?;
+            let removed = forced.removed;
+            match forced.tokens_up_to {
+                Some(token) => println!(
+                    "{key}: removed {removed} holders and queue entries; the next holder's token is above {token}"
+                ),
+                None => println!("{key}: removed nothing"),
+            }
         }
     }
     Ok(())

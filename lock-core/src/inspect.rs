@@ -88,6 +88,46 @@ impl Inspection {
     }
 }
 
+/// What [`Locker::force_release`](crate::Locker::force_release) removed.
+///
+/// ```
+/// use lock_core::Locker;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let locker = Locker::memory();
+/// let wedged = locker.lock("order:42").await?;
+/// let forced = locker.force_release("order:42").await?;
+/// assert_eq!(forced.removed, 1);
+/// assert_eq!(forced.tokens_up_to, Some(wedged.token()));
+/// // Granted after it: a higher token, and kept.
+/// let next = locker.lock("order:42").await?;
+/// assert!(Some(next.token()) > forced.tokens_up_to);
+/// # next.release().await
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForceReleased {
+    /// The holders and queue entries removed.
+    pub removed: usize,
+    /// A token at least as high as every removed holder's, and below the
+    /// token of every grant of the key after the force-release (`None`
+    /// when nothing was removed): a holder with a higher token was granted
+    /// after it, and keeps its grant.
+    pub tokens_up_to: Option<FencingToken>,
+}
+
+impl ForceReleased {
+    /// `removed` entries, the highest token among them `tokens_up_to`.
+    pub fn new(removed: usize, tokens_up_to: Option<FencingToken>) -> Self {
+        ForceReleased {
+            removed,
+            tokens_up_to: tokens_up_to.filter(|_| removed > 0),
+        }
+    }
+}
+
 /// One holder of a key, as the store records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -148,7 +148,7 @@ pub use election::{Election, Leader, LeaderChanges, Leadership};
 pub use error::{LockError, LossReason, Operation};
 pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
-pub use inspect::{Holder, Inspection, MAX_LISTED};
+pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED};
 pub use keys::MAX_KEY_LEN;
 pub use kind::LockKind;
 pub use lease::Lease;

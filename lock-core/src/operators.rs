@@ -2,9 +2,10 @@
 //! held, and breaking a lock by force.
 
 use crate::error::{LockError, Operation};
-use crate::inspect::{Inspection, MAX_LISTED, Pattern};
+use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern};
 use crate::keys::StoredKeys;
 use crate::locker::Locker;
+use crate::token::FencingToken;
 
 impl Locker {
     /// What the store holds for `key`: each holder of each kind of lock
@@ -45,7 +46,13 @@ impl Locker {
 
     /// Removes every holder of every kind of lock on `key`, and every
     /// waiter's queue entry, whoever they are: for an operator whose holder is
-    /// wedged but still renewing. Returns how many entries it removed.
+    /// wedged but still renewing. Returns how many entries it removed, and a
+    /// token at least as high as theirs and below every later grant's.
+    ///
+    /// It removes them all at once (one script, transaction or multi), or on
+    /// RedLock by owner value, so that nothing it wakes is granted until
+    /// they are gone: a waiter granted once it has run keeps its grant.
+    /// Waiters whose queue entries it removed are woken and line up again.
     ///
     /// Each holder loses its lease: its next renewal finds it gone and its
     /// guard reports [`LockError::Lost`] through `lost()`. Until then it
@@ -56,19 +63,20 @@ impl Locker {
     /// # Cancel safety
     /// Not cancel safe: dropped midway, some entries may be gone and others
     /// not; call it again.
-    pub async fn force_release(&self, key: &str) -> Result<usize, LockError> {
+    pub async fn force_release(&self, key: &str) -> Result<ForceReleased, LockError> {
         let keys = StoredKeys::new(self.namespace(), key)?;
-        let removed = self
+        let forced = self
             .backend()
             .force_release(&keys)
             .await
             .map_err(|err| LockError::from_store(key, Operation::ForceRelease, err))?;
         tracing::warn!(
             key,
-            removed,
+            removed = forced.removed,
+            tokens_up_to = forced.tokens_up_to.map(FencingToken::get),
             by = %format_args!("{}/pid {}", self.config().label, std::process::id()),
             "lock force-released: its holders lose their leases"
         );
-        Ok(removed)
+        Ok(forced)
     }
 }

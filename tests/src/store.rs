@@ -10,7 +10,7 @@ use lock_core::backend::{
     ReleaseSignal, StoreFuture, ZooKeeperBackend,
 };
 use lock_core::backend::{Backend, Pattern, StoredKeys};
-use lock_core::{Inspection, LockError, Locker, LockerBuilder, StoreError};
+use lock_core::{ForceReleased, Inspection, LockError, Locker, LockerBuilder, StoreError};
 
 use crate::{
     ClusterSet, EtcdServer, PgBouncer, PostgresServer, RedisServer, SentinelSet, ZooKeeperServer,
@@ -405,6 +405,21 @@ pub struct Counting {
     acquires: Arc<tokio::sync::watch::Sender<u64>>,
     renewals: Arc<tokio::sync::watch::Sender<u64>>,
     releases: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Fair tries sent (counted as they leave, not once answered).
+    fair_tries: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Holds one fair try back in this process (see
+    /// [`hold_next_fair_try`](Counting::hold_next_fair_try)).
+    gate: Arc<tokio::sync::watch::Sender<Gate>>,
+}
+
+/// Where the fair-try gate of a [`Counting`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Open,
+    /// The next fair try is held.
+    Armed,
+    /// A fair try is held until the gate opens.
+    Holding,
 }
 
 impl Counting {
@@ -416,7 +431,30 @@ impl Counting {
             acquires: Arc::new(tokio::sync::watch::channel(0).0),
             renewals: Arc::new(tokio::sync::watch::channel(0).0),
             releases: Arc::new(tokio::sync::watch::channel(0).0),
+            fair_tries: Arc::new(tokio::sync::watch::channel(0).0),
+            gate: Arc::new(tokio::sync::watch::channel(Gate::Open).0),
         }
+    }
+
+    /// Holds the next fair try back in this process until
+    /// [`open_gate`](Self::open_gate), as a slow connection would.
+    pub fn hold_next_fair_try(&self) {
+        self.gate.send_replace(Gate::Armed);
+    }
+
+    /// Lets the held fair try go on to the store.
+    pub fn open_gate(&self) {
+        self.gate.send_replace(Gate::Open);
+    }
+
+    /// Fair tries sent so far (the one held back too).
+    pub fn fair_tries(&self) -> u64 {
+        *self.fair_tries.borrow()
+    }
+
+    /// Waits until at least `n` fair tries have been sent.
+    pub async fn fair_tries_reach(&self, n: u64) {
+        reach(&self.fair_tries, n, "fair tries").await;
     }
 
     /// Acquire attempts so far.
@@ -427,10 +465,7 @@ impl Counting {
     /// Waits until at least `n` acquire attempts have been made (an event,
     /// not a sleep: the attempt counter is a watch channel).
     pub async fn acquires_reach(&self, n: u64) {
-        let mut seen = self.acquires.subscribe();
-        seen.wait_for(|&count| count >= n)
-            .await
-            .expect("counter alive");
+        reach(&self.acquires, n, "acquire attempts").await;
     }
 
     /// Renewals so far.
@@ -441,10 +476,7 @@ impl Counting {
     /// Waits until at least `n` renewals have been sent (a watch channel,
     /// like [`acquires_reach`](Self::acquires_reach)).
     pub async fn renewals_reach(&self, n: u64) {
-        let mut seen = self.renewals.subscribe();
-        seen.wait_for(|&count| count >= n)
-            .await
-            .expect("counter alive");
+        reach(&self.renewals, n, "renewals").await;
     }
 
     /// Releases answered so far (failed ones too).
@@ -454,10 +486,21 @@ impl Counting {
 
     /// Waits until at least `n` releases have been answered.
     pub async fn releases_reach(&self, n: u64) {
-        let mut seen = self.releases.subscribe();
-        seen.wait_for(|&count| count >= n)
-            .await
-            .expect("counter alive");
+        reach(&self.releases, n, "releases").await;
+    }
+}
+
+/// How long a wait for a count may take before the test fails: a broken
+/// line that stops a count fails in seconds with a message, never as a hang.
+pub const COUNT_BOUND: Duration = Duration::from_secs(60);
+
+/// Waits until `count` reaches `n`, failing after [`COUNT_BOUND`].
+async fn reach(count: &tokio::sync::watch::Sender<u64>, n: u64, what: &str) {
+    let mut seen = count.subscribe();
+    let reached = tokio::time::timeout(COUNT_BOUND, seen.wait_for(|&count| count >= n)).await;
+    if reached.is_err() {
+        let now = *count.borrow();
+        panic!("{what}: {now} within {COUNT_BOUND:?}, not the {n} awaited");
     }
 }
 
@@ -494,6 +537,27 @@ impl Backend for Counting {
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        if kind == LockKind::Fair {
+            self.fair_tries.send_modify(|n| *n += 1);
+            let held = self.gate.send_if_modified(|gate| {
+                let armed = *gate == Gate::Armed;
+                if armed {
+                    *gate = Gate::Holding;
+                }
+                armed
+            });
+            if held {
+                let mut gate = self.gate.subscribe();
+                let inner = &self.inner;
+                let acquires = Arc::clone(&self.acquires);
+                return StoreFuture::new(async move {
+                    let _ = gate.wait_for(|gate| *gate == Gate::Open).await;
+                    let attempt = inner.try_acquire(keys, kind, owner, ttl).await;
+                    acquires.send_modify(|n| *n += 1);
+                    attempt
+                });
+            }
+        }
         // Counted once answered, so a waiter seen at n attempts has its
         // answers in hand; an answer given in place stays in place.
         answered(
@@ -572,7 +636,7 @@ impl Backend for Counting {
     fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
         self.inner.force_release(keys)
     }
 

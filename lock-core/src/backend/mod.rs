@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::inspect::Inspection;
+use crate::inspect::{ForceReleased, Inspection};
 use crate::store_error::StoreError;
 
 mod attempt;
@@ -278,13 +278,13 @@ pub trait Backend: Send + Sync + 'static {
         cannot(self, "list its locks")
     }
 
-    /// Removes every holder and queue entry of every kind of lock on `keys`,
-    /// keeping what orders its tokens, and wakes its waiters; returns how
-    /// many it removed ([`Locker::force_release`](crate::Locker::force_release)).
+    /// Removes every holder and queue entry of every kind of lock on `keys`
+    /// at once, keeping what orders its tokens, and wakes its waiters;
+    /// returns what it removed ([`Locker::force_release`](crate::Locker::force_release)).
     fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
         let _ = keys;
         cannot(self, "force-release a lock")
     }

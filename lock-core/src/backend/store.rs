@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use crate::inspect::{ForceReleased, Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::kind::LockKind;
 use crate::store_error::StoreError;
@@ -159,7 +159,7 @@ pub trait Operators: Store {
     fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> impl Future<Output = Result<usize, StoreError>> + Send + 'a {
+    ) -> impl Future<Output = Result<ForceReleased, StoreError>> + Send + 'a {
         let _ = keys;
         refused(self, "force-release a lock")
     }
@@ -256,7 +256,7 @@ impl<S: Operators> Backend for S {
     fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
         StoreFuture::new(Operators::force_release(self, keys))
     }
 

@@ -34,6 +34,8 @@ pub(crate) enum Sole {
     Plain,
     Fair,
     Write,
+    /// Not one of them: a reader, for tests that put readers beside them.
+    Read,
 }
 
 impl Sole {
@@ -51,7 +53,13 @@ impl Sole {
             Sole::Plain => locker.lock(key),
             Sole::Fair => locker.fair_lock(key),
             Sole::Write => locker.write_lock(key),
+            Sole::Read => locker.read_lock(key),
         }
+    }
+
+    /// Whether it admits one holder at a time.
+    pub(crate) fn is_sole(self) -> bool {
+        !matches!(self, Sole::Read)
     }
 }
 
@@ -390,7 +398,10 @@ pub async fn waiters_wake_on_release(store: TestStore) {
         attempts.acquires_reach(before + 2).await;
         let released = Instant::now();
         guard.release().await.unwrap();
-        let got = task.await.unwrap();
+        let woken = tokio::time::timeout(Duration::from_secs(10), task).await;
+        let got = woken
+            .expect("no handoff within 10 s of the release")
+            .unwrap();
         handoffs.push(got.saturating_duration_since(released));
     }
     handoffs.sort();

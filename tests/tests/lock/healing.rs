@@ -527,7 +527,7 @@ async fn a_retried_release_leaves_the_next_owner_alone() {
     // Its release fails: from now on only the background retry can send.
     drop(guard);
     counts.releases_reach(1).await;
-    assert_eq!(direct.force_release("passed").await.unwrap(), 1);
+    assert_eq!(direct.force_release("passed").await.unwrap().removed, 1);
     let next = direct.lock("passed").await.unwrap();
     let lease = direct.stored_keys("passed").unwrap().lease().to_owned();
     let mut admin = server.connection().await;

@@ -56,6 +56,7 @@ on_every_backend!(
     plain: [
         exclusion_between_tasks_and_lockers,
         inspection_shows_every_holder_and_force_release_frees_the_key,
+        force_release_keeps_what_it_grants,
         tokens_strictly_increase,
         watchdog_keeps_a_short_lease,
         without_watchdog_the_lease_expires,
@@ -96,6 +97,7 @@ on_every_backend!(
         semaphore_cancellation_leaves_no_permit,
         striped_uses_every_segment_and_hands_on_the_freed_one,
         fair_grants_in_arrival_order,
+        fair_requests_of_a_process_reach_the_store_in_call_order,
         fair_skips_a_cancelled_waiter_in_the_middle,
         fair_queue_survives_cancelled_and_vanished_waiters,
         fair_grants_follow_arrival_across_processes,

@@ -53,10 +53,21 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
     let err = long.postgres(&server.postgres_url()).await.unwrap_err();
     assert!(err.to_string().contains("namespace"), "{err}");
 
-    // Tables of another format are refused, never reused.
+    // Format 2 (the same tables, older functions) is brought up to 3.
     let admin = server.client().await;
     admin
-        .batch_execute("UPDATE lock.format SET version = 3")
+        .batch_execute("UPDATE lock.format SET version = 2")
+        .await
+        .unwrap();
+    locker(&server)
+        .await
+        .expect("a format 2 schema is upgraded");
+    let format = admin.query_one("SELECT version FROM lock.format", &[]);
+    let format: i32 = format.await.unwrap().get(0);
+    assert_eq!(format, 3);
+    // Tables of another format are refused, never reused.
+    admin
+        .batch_execute("UPDATE lock.format SET version = 4")
         .await
         .unwrap();
     let err = locker(&server).await.unwrap_err();
@@ -64,8 +75,8 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
         matches!(
             err,
             LockError::UnknownFormat {
-                stored: 3,
-                ours: 2,
+                stored: 4,
+                ours: 3,
                 ..
             }
         ),
@@ -163,7 +174,7 @@ async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     let second = waiter.await.unwrap().expect("the waiter gets the lock");
     assert!(second.token() > token);
     assert_eq!(one.inspect("order:7").await.unwrap().holders.len(), 1);
-    assert_eq!(one.force_release("order:7").await.unwrap(), 1);
+    assert_eq!(one.force_release("order:7").await.unwrap().removed, 1);
     // Every other kind too, and a release that comes before its acquire.
     let fair = one.fair_lock("order:8").await.unwrap();
     let read = one.read_lock("order:8").await.unwrap();
@@ -303,14 +314,29 @@ async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
     checked_in(LockKind::Write).await;
 }
 
+/// A request for the plain lock or a write lock, as `kind` says.
+fn request_of(kind: LockKind, locker: &Locker, key: &str) -> lock_core::LockRequest {
+    match kind {
+        LockKind::Write => locker.write_lock(key),
+        _ => locker.lock(key),
+    }
+}
+
+/// A Locker on `url` built by `configure`, counting its tries.
+async fn counted(
+    url: &str,
+    configure: impl FnOnce(lock_core::LockerBuilder) -> lock_core::LockerBuilder,
+) -> (Locker, Counting) {
+    let backend = PostgresBackend::connect(url, "lock", Duration::from_secs(2));
+    let counting = Counting::new(std::sync::Arc::new(backend.await.unwrap()));
+    let locker = configure(Locker::builder()).backend(counting.clone());
+    (locker.unwrap(), counting)
+}
+
 /// One lease of `kind` (the plain lock or a write lock) checked in to a
 /// transaction that outlives it.
 async fn checked_in(kind: LockKind) {
     let server = PostgresServer::start();
-    let request = move |locker: &Locker, key: &str| match kind {
-        LockKind::Write => locker.write_lock(key),
-        _ => locker.lock(key),
-    };
     let url = server.postgres_url();
     let ttl = Duration::from_millis(300);
     let holder = Locker::builder()
@@ -319,11 +345,7 @@ async fn checked_in(kind: LockKind) {
         .postgres(&url)
         .await
         .unwrap();
-    let other = Locker::builder()
-        .wait(Duration::from_secs(20))
-        .postgres(&url)
-        .await
-        .unwrap();
+    let (other, asks) = counted(&url, |b| b.wait(Duration::from_secs(20))).await;
     let admin = server.client().await;
     admin
         .batch_execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (7, 0)")
@@ -331,7 +353,7 @@ async fn checked_in(kind: LockKind) {
         .unwrap();
     let mut db = server.client().await;
 
-    let guard = request(&holder, "account:7").await.unwrap();
+    let guard = request_of(kind, &holder, "account:7").await.unwrap();
     let transaction = db.transaction().await.unwrap();
     guard
         .check_in(&transaction)
@@ -347,24 +369,16 @@ async fn checked_in(kind: LockKind) {
     // The lease runs out while the transaction is open (unrenewed: the
     // expiry is the contract), and another owner asks for the key.
     tokio::time::sleep(guard.expires_in() + Duration::from_millis(100)).await;
-    let taker = tokio::spawn(async move {
-        let next = request(&other, "account:7").await;
+    let before = asks.acquires();
+    let mut taker = tokio::spawn(async move {
+        let next = request_of(kind, &other, "account:7").await;
         next.map(|g| (g, Instant::now()))
     });
-    // It waits on the row the transaction keeps locked.
-    let blocked = "SELECT count(*) FROM pg_locks WHERE NOT granted";
-    while admin
-        .query_one(blocked, &[])
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-        == 0
-    {
-        assert!(
-            !taker.is_finished(),
-            "the next owner got in beside an open checked-in transaction"
-        );
-        tokio::task::yield_now().await;
+    // Refused again and again while the transaction keeps the row (no
+    // release will notify it: it asks again within 100 ms).
+    tokio::select! {
+        () = asks.acquires_reach(before + 3) => {}
+        got = &mut taker => panic!("the next owner got in beside an open checked-in transaction: {got:?}"),
     }
     let committing = Instant::now();
     transaction
@@ -390,6 +404,53 @@ async fn checked_in(kind: LockKind) {
         .unwrap()
         .get(0);
     assert_eq!(balance, 1, "only the write checked in under a live lease");
+    next.release().await.unwrap();
+}
+
+/// A waiter behind a holder whose checked-in transaction stays open past
+/// the store's timeout waits it out, and is granted after the commit, woken
+/// by the release. (A waiter that waited on the transaction's row lock was
+/// ended by the statement's timeout: `Unavailable` after 2 s of a 10 s wait.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_outlasts_a_long_checked_in_transaction() {
+    behind_a_long_transaction(LockKind::Exclusive).await;
+    behind_a_long_transaction(LockKind::Write).await;
+}
+
+async fn behind_a_long_transaction(kind: LockKind) {
+    let server = PostgresServer::start();
+    let url = server.postgres_url();
+    let timeout = Duration::from_millis(500);
+    let holder = Locker::builder().timeout(timeout).postgres(&url).await;
+    let holder = holder.unwrap();
+    let waiter = Locker::builder().timeout(timeout).postgres(&url).await;
+    let waiter = waiter.unwrap();
+    let mut db = server.client().await;
+    let guard = request_of(kind, &holder, "account:8").await.unwrap();
+    let transaction = db.transaction().await.unwrap();
+    guard.check_in(&transaction).await.expect("checked in");
+    let taker = tokio::spawn(async move {
+        let next = request_of(kind, &waiter, "account:8").wait(Duration::from_secs(10));
+        next.await.map(|g| (g, Instant::now()))
+    });
+    // Open for 4 x the timeout: a wait on the row would have ended by then.
+    tokio::time::sleep(timeout * 4).await;
+    assert!(
+        !taker.is_finished(),
+        "{kind:?}: the waiter stopped beside an open checked-in transaction: {:?}",
+        taker.await
+    );
+    let committing = Instant::now();
+    transaction.commit().await.unwrap();
+    guard.release().await.unwrap();
+    let (next, granted) = taker.await.unwrap().expect("granted after the commit");
+    assert!(granted >= committing);
+    // Woken by the release, not at the end of the holder's 30 s lease.
+    let after = granted - committing;
+    assert!(
+        after < Duration::from_secs(5),
+        "{kind:?}: granted {after:?} after the commit"
+    );
     next.release().await.unwrap();
 }
 
@@ -557,4 +618,113 @@ async fn sslmode_require_connects_over_tls_and_checks_the_certificate() {
 
     let err = Locker::connect(&url).await.unwrap_err();
     assert!(matches!(err, LockError::TlsRejected { .. }), "{err}");
+}
+
+/// A lease past its expiry that nobody took over is lost at the check-in:
+/// its row still names its owner, so only the expiry refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_refused_at_the_check_in() {
+    let server = PostgresServer::start();
+    let holder = Locker::builder()
+        .ttl(Duration::from_millis(300))
+        .watchdog(false)
+        .postgres(&server.postgres_url())
+        .await
+        .unwrap();
+    let admin = server.client().await;
+    let mut db = server.client().await;
+    for (kind, table) in [
+        (LockKind::Exclusive, "leases"),
+        (LockKind::Write, "holders"),
+    ] {
+        let guard = request_of(kind, &holder, "account:9").await.unwrap();
+        let name = holder.stored_keys("account:9").unwrap().of_kind(kind);
+        expired_on_the_server(&admin, table, &name).await;
+        let transaction = db.transaction().await.unwrap();
+        let err = guard.check_in(&transaction).await.unwrap_err();
+        assert!(matches!(err, LockError::Lost { .. }), "{kind:?}: {err}");
+        drop(transaction);
+        assert!(!guard.is_held(), "{kind:?}");
+    }
+}
+
+/// Waits until the row of `name` in `table` (schema `lock`) is past its
+/// expiry by the server's clock, and returns that expiry (as text, exact).
+async fn expired_on_the_server(admin: &tokio_postgres::Client, table: &str, name: &str) -> String {
+    let query = format!(
+        "SELECT expires <= clock_timestamp(), expires::text FROM lock.{table} WHERE name = $1"
+    );
+    let expired = async {
+        loop {
+            let row = admin.query_one(query.as_str(), &[&name]).await;
+            let row = row.expect("the row still stands");
+            if row.get::<_, bool>(0) {
+                return row.get::<_, String>(1);
+            }
+            // The expiry is the server's clock: looked at again shortly.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), expired)
+        .await
+        .expect("the lease never expired")
+}
+
+/// A renewal held back (in a proxy) until its row expired, then delivered:
+/// it renews nothing (the guard is told), the row's expiry stays, and
+/// another Locker gets the key at once. For a plain lease and a holder row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_lands_after_the_expiry_revives_nothing() {
+    let server = PostgresServer::start();
+    let proxy = lock_testkit::DelayProxy::start(server.port()).await;
+    let through = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port());
+    let backend = PostgresBackend::connect(&through, "lock", Duration::from_secs(10));
+    let backend = backend.await.unwrap();
+    let direct = locker(&server).await.unwrap();
+    let admin = server.client().await;
+    for (kind, table) in [
+        (LockKind::Exclusive, "leases"),
+        (LockKind::Write, "holders"),
+    ] {
+        let keys = direct.stored_keys("late:renewal").unwrap();
+        let name = keys.of_kind(kind);
+        let ttl = Duration::from_millis(300);
+        let taken = backend.try_acquire(&keys, kind, "late-owner", ttl).await;
+        assert!(matches!(taken, Ok(Attempt::Acquired(_))), "{taken:?}");
+        proxy.hold();
+        let renewal = backend.renew(&keys, kind, "late-owner", Duration::from_secs(30));
+        tokio::pin!(renewal);
+        // Held as it names the lease, or as it prepares the statement on a
+        // connection that has not yet (the renewal waits for that too).
+        let held = async {
+            tokio::select! {
+                () = proxy.requests_hold(&name) => {}
+                () = proxy.requests_hold("SET expires") => {}
+            }
+        };
+        tokio::select! {
+            answered = &mut renewal => panic!("answered while held: {answered:?}"),
+            held = tokio::time::timeout(Duration::from_secs(10), held) => {
+                held.expect("the renewal never reached the proxy");
+            }
+        }
+        let expiry = expired_on_the_server(&admin, table, &name).await;
+        proxy.release();
+        let renewed = renewal.await.expect("answered once delivered");
+        assert!(
+            !renewed,
+            "{kind:?}: a late renewal renewed an expired lease"
+        );
+        assert_eq!(
+            expired_on_the_server(&admin, table, &name).await,
+            expiry,
+            "{kind:?}: the late renewal moved the expiry"
+        );
+        let next = direct
+            .lock_of("late:renewal", kind)
+            .wait(Duration::ZERO)
+            .await;
+        let next = next.unwrap_or_else(|err| panic!("{kind:?}: the key is not free: {err}"));
+        next.release().await.unwrap();
+    }
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockError, Locker, LockerBuilder};
-use lock_testkit::{DelayProxy, RedisServer, TestStore, error_chain};
+use lock_core::backend::{Attempt, Backend, RedLockBackend, RedisBackend, StoredKeys};
+use lock_core::{LockError, LockKind, Locker, LockerBuilder};
+use lock_testkit::{Counting, DelayProxy, RedisServer, TestStore, error_chain};
 use redis::AsyncCommands;
 use tokio::time::Instant;
 
@@ -316,4 +317,75 @@ async fn a_release_a_master_missed_is_sent_again_once_it_is_back() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A force-release that reaches two masters late takes nothing a waiter was
+/// granted meanwhile. The holder has masters 0 and 1 (a majority), not 2;
+/// the operator's requests to 1 and 2 wait in proxies. A force-release that
+/// removed whatever each master held, sent to all at once, ended the lease
+/// on master 0 first, which woke the waiter, granted on 0 and 2; landing
+/// late, it then took the waiter's lease on 2 away, and another Locker got
+/// a majority beside the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_release_that_lands_late_keeps_what_a_waiter_was_granted() {
+    let masters = start(3);
+    let keys = StoredKeys::new("lock", "forced").unwrap();
+    for master in &masters[..2] {
+        let url = master.url();
+        let backend = RedisBackend::connect(&url, Duration::from_secs(2)).await;
+        let backend = backend.unwrap();
+        let lease = Duration::from_secs(60);
+        let taken = backend.try_acquire(&keys, LockKind::Exclusive, "holder-owner", lease);
+        assert!(matches!(taken.await, Ok(Attempt::Acquired(_))));
+    }
+    let late = [
+        DelayProxy::start(masters[1].port()).await,
+        DelayProxy::start(masters[2].port()).await,
+    ];
+    let urls = [masters[0].url(), late[0].url(), late[1].url()];
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let operator = Locker::builder()
+        .timeout(Duration::from_secs(10))
+        .redlock(&urls);
+    let operator = operator.await.unwrap();
+    let direct: Vec<String> = masters.iter().map(RedisServer::url).collect();
+    let direct: Vec<&str> = direct.iter().map(String::as_str).collect();
+    let backend = RedLockBackend::connect(&direct, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let counts = Counting::new(Arc::new(backend));
+    let waiter = Locker::builder().ttl(TTL).backend(counts.clone()).unwrap();
+    let other = redlock(&masters, Locker::builder()).await;
+    let mut waiting =
+        tokio::spawn(async move { waiter.lock("forced").wait(Duration::from_secs(20)).await });
+    // Refused twice (before and after subscribing): it waits.
+    counts.acquires_reach(2).await;
+
+    for proxy in &late {
+        proxy.hold();
+    }
+    let forcing = tokio::spawn(async move { operator.force_release("forced").await });
+    for proxy in &late {
+        proxy.requests_hold(keys.lease()).await;
+    }
+    // Whatever reached master 0 alone has done its work: a waiter it woke
+    // is granted now (none is, where nothing is removed before all masters
+    // are asked).
+    let early = tokio::time::timeout(Duration::from_secs(1), &mut waiting).await;
+    for proxy in &late {
+        proxy.release();
+    }
+    let forced = forcing.await.unwrap().expect("the force-release");
+    assert_eq!(forced.removed, 1, "{forced:?}");
+    let granted = match early {
+        Ok(granted) => granted,
+        Err(_) => waiting.await,
+    };
+    let granted = granted.unwrap().expect("the waiter is granted");
+    let beside = other.try_lock("forced").await.unwrap();
+    assert!(
+        beside.is_none(),
+        "another Locker got a majority beside the waiter: {beside:?}"
+    );
+    granted.release().await.expect("the waiter kept its grant");
 }

@@ -20,7 +20,7 @@ use super::queue::Names;
 use crate::backend::LockKind;
 use crate::backend::Operators;
 use crate::backend::queued::admission;
-use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -180,19 +180,24 @@ impl Operators for EtcdBackend {
         Ok(keys.collect())
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    /// Deletes the key's entries of every kind in one transaction; the
+    /// highest revision they were written at is at least every removed
+    /// holder's token, and below any later grant's.
+    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
         let shared = &self.shared;
-        let deletes =
-            bases(keys).map(|base| TxnOp::delete(base, Some(DeleteOptions::new().with_prefix())));
+        let every = || Some(DeleteOptions::new().with_prefix().with_prev_key());
+        let deletes = bases(keys).map(|base| TxnOp::delete(base, every()));
         let txn = Txn::new().and_then(deletes.to_vec());
         let reply = bounded(shared.timeout, true, shared.client.clone().txn(txn)).await?;
-        let removed = reply
-            .op_responses()
-            .into_iter()
-            .map(|response| match response {
-                TxnOpResponse::Delete(deleted) => usize::try_from(deleted.deleted()).unwrap_or(0),
-                _ => 0,
-            });
-        Ok(removed.sum())
+        let (mut removed, mut up_to) = (0, None);
+        for response in reply.op_responses() {
+            if let TxnOpResponse::Delete(deleted) = response {
+                removed += usize::try_from(deleted.deleted()).unwrap_or(0);
+                let written = deleted.prev_kvs().iter().map(KeyValue::mod_revision).max();
+                up_to = up_to.max(written);
+            }
+        }
+        let up_to = up_to.map(|revision| FencingToken::new(u64::try_from(revision).unwrap_or(0)));
+        Ok(ForceReleased::new(removed, up_to))
     }
 }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::entries::Entries;
 use super::{MemoryBackend, State};
 use crate::backend::LockKind;
-use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::sharded::SHARDS;
 
@@ -101,11 +101,12 @@ impl MemoryBackend {
         held
     }
 
-    pub(super) fn force_release_now(&self, keys: &StoredKeys) -> usize {
+    pub(super) fn force_release_now(&self, keys: &StoredKeys) -> ForceReleased {
         let mut state = self.lock_state(keys);
         let seen = state.inspect(keys, Instant::now());
         state.remove_every_kind(keys);
         state.publish(keys);
-        seen.holders.len() + seen.waiters.unwrap_or(0)
+        let highest = seen.holders.iter().map(|holder| holder.token).max();
+        ForceReleased::new(seen.holders.len() + seen.waiters.unwrap_or(0), highest)
     }
 }

@@ -12,7 +12,7 @@ use self::fair::FairQueue;
 use self::permits::Permits;
 use self::rw::ReadWrite;
 use super::{Attempt, Backend, Grant, LockKind, ReleaseSignal, StoreFuture};
-use crate::inspect::{Inspection, Pattern};
+use crate::inspect::{ForceReleased, Inspection, Pattern};
 use crate::keys::{KeyMap, StoredKeys};
 use crate::owner::Owner;
 use crate::sharded::Sharded;
@@ -359,7 +359,7 @@ impl Backend for MemoryBackend {
     fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
-    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
         StoreFuture::ready(Ok(self.force_release_now(keys)))
     }
 

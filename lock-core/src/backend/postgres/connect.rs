@@ -11,7 +11,7 @@ use tokio_postgres::{Config, NoTls};
 use super::errors::bounded;
 use super::listen::Listener;
 use super::poll::Poll;
-use super::schema::{FORMAT, Schema};
+use super::schema::{FORMAT, Schema, UPGRADES_FROM};
 use super::transport::Transport;
 use super::{Connections, PostgresBackend, Statements, Wakeups, checkout, column};
 use crate::store_error::{Refusal, StoreError};
@@ -120,6 +120,13 @@ impl PostgresBackend {
         };
         match stored {
             Some(version) if version == FORMAT as i32 => {}
+            // The same tables: the DDL replaces the functions.
+            Some(version)
+                if settings.create_schema
+                    && (UPGRADES_FROM as i32..FORMAT as i32).contains(&version) =>
+            {
+                create(&client, &schema, timeout).await?;
+            }
             Some(version) => {
                 let stored = u32::try_from(version).unwrap_or(0);
                 return Err(StoreError::refused(
@@ -191,7 +198,8 @@ impl PostgresBackend {
         })
     }
 
-    /// The DDL that makes `namespace`'s tables and functions (format 2),
+    /// The DDL that makes `namespace`'s tables and functions (format 3, or
+    /// up to it from format 2),
     /// and the grants `role` then needs to lock: for databases whose
     /// schema changes are run by hand (`lockctl schema`).
     pub fn schema_sql(namespace: &str, role: &str) -> Result<(String, String), StoreError> {

@@ -24,7 +24,7 @@ use self::listen::Listener;
 use self::poll::Poll;
 use self::schema::{Schema, Sql};
 use super::{Attempt, Grant, LockKind, Operators, ReleaseSignal, Store};
-use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -444,7 +444,7 @@ impl Operators for PostgresBackend {
         }
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
         let others = other_kinds(keys);
         let rows = self
             .connections
@@ -454,11 +454,11 @@ impl Operators for PostgresBackend {
                 true,
             )
             .await?;
-        let removed: i64 = match rows.first() {
-            Some(row) => column(row, 0)?,
-            None => 0,
-        };
-        Ok(usize::try_from(removed).unwrap_or(0))
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::new("force_release answered no row", false))?;
+        let removed = usize::try_from(column::<i64>(row, 0)?).unwrap_or(0);
+        Ok(ForceReleased::new(removed, Some(token_of(column(row, 1)?))))
     }
 }
 

@@ -2,7 +2,7 @@
 //! with the format version they carry.
 //!
 //! ```text
-//! "<namespace>".format   one row: the format version (2)
+//! "<namespace>".format   one row: the format version (3)
 //! "<namespace>".tokens   the sequence tokens are drawn from
 //! "<namespace>".leases   one row per held plain lock: its stored name, the
 //!                        owner value, token, expiry (server clock), when it
@@ -19,7 +19,7 @@
 //! "<namespace>".take(name, owner, mode, size, ttl_ms)
 //!                        -> (token, place, wait_ms, queued, size)
 //! "<namespace>".give(name, owner) -> live
-//! "<namespace>".force_release(lease, names) -> removed
+//! "<namespace>".force_release(lease, names) -> (removed, up_to)
 //! ```
 //!
 //! Releases someone may wait for are sent with `NOTIFY` on the channel
@@ -31,8 +31,18 @@ use tokio_postgres::types::Type;
 
 use crate::store_error::{Refusal, StoreError};
 
-/// The format of the tables this client reads and writes.
-pub(crate) const FORMAT: u32 = 2;
+/// The format of the tables and functions this client reads and calls.
+/// Format 3 has format 2's tables: its DDL brings a format 2 schema up to
+/// it (format 3's acquire and take do not wait for a row that a checked-in
+/// transaction holds).
+pub(crate) const FORMAT: u32 = 3;
+
+/// The oldest format whose tables this client's DDL brings up to [`FORMAT`].
+pub(crate) const UPGRADES_FROM: u32 = 2;
+
+/// How often a waiter asks again for a lock whose holder is past its expiry
+/// but kept by a checked-in transaction (nothing notifies its end).
+const LOCKED_POLL_MS: u64 = 100;
 
 /// The longest name PostgreSQL keeps whole (it cuts longer ones).
 pub(crate) const MAX_NAME_LEN: usize = 63;
@@ -110,11 +120,20 @@ CREATE TABLE IF NOT EXISTS {s}.format (
     one boolean PRIMARY KEY DEFAULT true CHECK (one)
 );
 INSERT INTO {s}.format (version) VALUES ({FORMAT}) ON CONFLICT DO NOTHING;
+UPDATE {s}.format SET version = {FORMAT} WHERE version >= {UPGRADES_FROM} AND version < {FORMAT};
 CREATE SEQUENCE IF NOT EXISTS {s}.tokens;
 -- An interval in whole milliseconds, rounded up, none below zero.
 CREATE OR REPLACE FUNCTION {s}.ms(p_span interval) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
     SELECT greatest(0, ceil(extract(epoch FROM p_span) * 1000))::bigint
+$$;
+-- How long a waiter sleeps before it asks again for a lock held until
+-- `p_until`: the time left, or {LOCKED_POLL_MS} ms for a holder past its
+-- expiry that a checked-in transaction keeps (not a spin).
+CREATE OR REPLACE FUNCTION {s}.wait_ms(p_until timestamptz) RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN p_until > clock_timestamp() THEN {s}.ms(p_until - clock_timestamp())
+                WHEN p_until IS NOT NULL THEN {LOCKED_POLL_MS} END
 $$;
 -- Owner values whose release came first: a request with one of them
 -- that reaches the server later (held up in a pooler's queue, or on
@@ -215,7 +234,19 @@ BEGIN
     -- The row lock a checked-in transaction's FOR KEY SHARE holds off: no
     -- takeover while one is open. Renewals need only a weaker lock.
     SELECT l.owner, l.expires, l.waited INTO v_owner, v_expires, v_waited
-      FROM {s}.leases l WHERE l.name = p_name FOR UPDATE;
+      FROM {s}.leases l WHERE l.name = p_name FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        -- Held by a checked-in transaction (see check_in) until it ends,
+        -- whatever the expiry says: not waited for here, where the
+        -- statement's timeout would end the wait, but marked so that the
+        -- release notifies. A lease that ran out under such a transaction
+        -- is asked for again within {LOCKED_POLL_MS} ms; a row gone since
+        -- at once.
+        UPDATE {s}.leases l SET waited = true WHERE l.name = p_name
+        RETURNING l.expires INTO v_expires;
+        remaining_ms := coalesce({s}.wait_ms(v_expires), 0);
+        RETURN;
+    END IF;
     v_now := clock_timestamp();
     IF v_owner = p_owner AND v_expires > v_now THEN
         UPDATE {s}.leases l SET expires = v_now + p_ttl_ms * interval '1 millisecond'
@@ -312,8 +343,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM {s}.gone g WHERE g.owner = p_owner) THEN
         RETURN;
     END IF;
-    -- A row a checked-in transaction holds cannot be removed before it ends.
-    DELETE FROM {s}.holders h WHERE h.name = p_name AND h.expires <= v_now;
+    -- Expired rows go, but for one a checked-in transaction holds: it
+    -- cannot be removed before that ends, and is not waited for here (the
+    -- statement's timeout would end the wait), so it counts as held.
+    DELETE FROM {s}.holders h WHERE h.ctid IN (
+        SELECT x.ctid FROM {s}.holders x WHERE x.name = p_name AND x.expires <= v_now
+           FOR UPDATE SKIP LOCKED);
     SELECT * INTO v_mine FROM {s}.holders h WHERE h.name = p_name AND h.owner = p_owner;
     IF v_mine.token > 0 THEN
         UPDATE {s}.holders h SET expires = v_until WHERE h.name = p_name AND h.owner = p_owner;
@@ -340,7 +375,7 @@ BEGIN
         SELECT min(h.expires) INTO v_soonest
           FROM {s}.holders h WHERE h.name = p_name AND h.seq < v_mine.seq;
         o_queued := true;
-        o_wait_ms := least(p_ttl_ms / 2, {s}.ms(v_soonest - v_now));
+        o_wait_ms := least(p_ttl_ms / 2, {s}.wait_ms(v_soonest));
         RETURN;
     END IF;
     IF p_mode IN ('r', 'w') THEN
@@ -368,11 +403,11 @@ BEGIN
             VALUES (p_name, p_owner, 'm', 0, v_until, v_now, 0, 0, 0)
             ON CONFLICT (name, owner) DO UPDATE SET expires = excluded.expires;
             o_queued := true;
-            o_wait_ms := least(p_ttl_ms / 2, {s}.ms(v_soonest - v_now));
+            o_wait_ms := least(p_ttl_ms / 2, {s}.wait_ms(v_soonest));
         ELSIF p_mode = 'r' THEN
-            o_wait_ms := {s}.ms(coalesce(v_writer, v_mark_until) - v_now);
+            o_wait_ms := {s}.wait_ms(coalesce(v_writer, v_mark_until));
         ELSE
-            o_wait_ms := {s}.ms(coalesce(v_soonest, v_mark_until) - v_now);
+            o_wait_ms := {s}.wait_ms(coalesce(v_soonest, v_mark_until));
         END IF;
         RETURN;
     END IF;
@@ -384,7 +419,7 @@ BEGIN
         RETURN;
     END IF;
     IF v_live >= p_size THEN
-        o_wait_ms := {s}.ms(v_soonest - v_now);
+        o_wait_ms := {s}.wait_ms(v_soonest);
         RETURN;
     END IF;
     -- The lowest free segment: 0, or one past a used one (fewer are used
@@ -466,19 +501,24 @@ END
 $$;
 -- Removes every holder and queue entry of the plain lock `p_lease` and of
 -- the locks `p_names` (the other kinds on the key), for an operator breaking
--- a wedged lock, and wakes every waiter. The number of live ones removed.
-CREATE OR REPLACE FUNCTION {s}.force_release(p_lease text, p_names text[])
-RETURNS bigint
+-- a wedged lock, and wakes every waiter (at the commit: none is granted
+-- before all are gone). The number of live ones removed, and the highest
+-- token among them (0 for none).
+DROP FUNCTION IF EXISTS {s}.force_release(text, text[]);
+CREATE FUNCTION {s}.force_release(p_lease text, p_names text[],
+    OUT o_removed bigint, OUT o_up_to bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_removed bigint := 0;
     v_name text;
     v_gone record;
 BEGIN
+    o_removed := 0;
+    o_up_to := 0;
     FOR v_gone IN DELETE FROM {s}.leases l WHERE l.name = p_lease
-                  RETURNING l.expires > clock_timestamp() AS live LOOP
+                  RETURNING l.token, l.expires > clock_timestamp() AS live LOOP
         IF v_gone.live THEN
-            v_removed := v_removed + 1;
+            o_removed := o_removed + 1;
+            o_up_to := greatest(o_up_to, v_gone.token);
         END IF;
     END LOOP;
     PERFORM pg_notify('{channel}', p_lease);
@@ -487,7 +527,8 @@ BEGIN
         FOR v_gone IN DELETE FROM {s}.holders h WHERE h.name = v_name
                       RETURNING h.owner, h.token, h.expires > clock_timestamp() AS live LOOP
             IF v_gone.live THEN
-                v_removed := v_removed + 1;
+                o_removed := o_removed + 1;
+                o_up_to := greatest(o_up_to, v_gone.token);
                 IF v_gone.token = 0 THEN
                     PERFORM pg_notify('{channel}', v_name || ' ' || v_gone.owner);
                 END IF;
@@ -495,7 +536,6 @@ BEGIN
         END LOOP;
         PERFORM pg_notify('{channel}', v_name);
     END LOOP;
-    RETURN v_removed;
 END
 $$;
 "#
@@ -512,7 +552,7 @@ $$;
              GRANT SELECT ON {s}.format TO {role};\n\
              GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.holders, {s}.gone TO {role};\n\
              GRANT USAGE ON SEQUENCE {s}.tokens TO {role};\n\
-             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.bury(text), {s}.read_committed(), \
+             GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.wait_ms(timestamptz), {s}.bury(text), {s}.read_committed(), \
              {s}.sweep(), {s}.acquire(text, text, bigint), \
              {s}.release(text, text), {s}.take(text, text, text, integer, bigint), \
              {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n\
@@ -643,9 +683,9 @@ $$;
         Sql { text, types: &[] }
     }
 
-    /// `SELECT <schema>.force_release($1, $2)`.
+    /// `SELECT * FROM <schema>.force_release($1, $2)`.
     pub(super) fn force_release(&self) -> Sql {
-        let text = format!("SELECT {}.force_release($1, $2)", self.quoted());
+        let text = format!("SELECT * FROM {}.force_release($1, $2)", self.quoted());
         Sql {
             text,
             types: &[Type::TEXT, Type::TEXT_ARRAY],

@@ -12,7 +12,7 @@ use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, once};
 use crate::backend::{LockKind, Operators};
-use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -91,13 +91,15 @@ where
         inspection(keys, sent.reply).ok_or_else(|| unexpected("inspect.lua"))
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
         let mut call = on_every_kind(&FORCE_RELEASE_SCRIPT, keys);
         call.key(fence(keys))
             .arg(channel(keys))
             .arg(self.publish.command());
-        let sent = self.script::<usize>(&call).await?;
-        Ok(sent.reply)
+        let sent = self.script::<(usize, String)>(&call).await?;
+        let (removed, up_to) = sent.reply;
+        let up_to = up_to.parse().map_err(|_| unexpected("force_release.lua"))?;
+        Ok(ForceReleased::new(removed, Some(FencingToken::new(up_to))))
     }
 
     /// The held keys: a `SCAN` of each master of a cluster, else of the

@@ -1,13 +1,15 @@
 //! What a RedLock's masters hold, for operators: a holder is one that a
-//! quorum of masters records; force-release goes to every master.
+//! quorum of masters records; force-release ends, on every master, the
+//! leases of the owners listed.
 
 use std::collections::HashMap;
 
 use super::RedLockBackend;
 use crate::backend::{Backend, LockKind, Operators, RedisBackend};
-use crate::inspect::{Holder, Inspection, Pattern};
+use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
+use crate::token::FencingToken;
 
 impl RedLockBackend {
     /// The answers of every master, or the error of too few.
@@ -64,11 +66,38 @@ impl Operators for RedLockBackend {
         Ok(lists.into_iter().flatten().collect())
     }
 
-    /// Removes the key's entries on every master; the most any removed.
-    async fn force_release<'a>(&'a self, keys: &'a StoredKeys) -> Result<usize, StoreError> {
-        let release = |backend: &'a RedisBackend| Backend::force_release(backend, keys);
-        let answers = self.on_masters(&self.masters, self.timeout, release).await;
-        let removed = self.quorum_of("the force-release", answers)?;
-        Ok(removed.into_iter().max().unwrap_or(0))
+    /// Ends, on every master, the leases of the owners any master lists,
+    /// each by its owner value as a release does. The masters are reached
+    /// one after another in effect, and the first one's release wakes the
+    /// waiters: one granted meanwhile holds under an owner value of its
+    /// own, which the masters reached later keep (a removal of whatever
+    /// each master held took that waiter's lease away there). The number
+    /// of owners whose lease a master ended.
+    async fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> Result<ForceReleased, StoreError> {
+        let inspect = |backend: &'a RedisBackend| Backend::inspect(backend, keys);
+        let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
+        let seen = self.quorum_of("the force-release", answers)?;
+        let mut listed: Vec<(&str, FencingToken)> = seen
+            .iter()
+            .flat_map(|seen| seen.holders.iter())
+            .filter(|holder| holder.kind == LockKind::Exclusive)
+            .map(|holder| (holder.owner.as_str(), holder.token))
+            .collect();
+        listed.sort_unstable();
+        let up_to = listed.iter().map(|(_, token)| *token).max();
+        listed.dedup_by_key(|(owner, _)| *owner);
+        let mut removed = 0;
+        for (owner, _) in listed {
+            let release = |backend: &'a RedisBackend| {
+                Backend::release(backend, keys, LockKind::Exclusive, owner)
+            };
+            let answers = self.on_masters(&self.masters, self.timeout, release).await;
+            let ended = self.quorum_of("the force-release", answers)?;
+            removed += usize::from(ended.contains(&true));
+        }
+        Ok(ForceReleased::new(removed, up_to))
     }
 }

@@ -5,13 +5,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zookeeper_client::Client;
+use zookeeper_client::{Client, Error, MultiReadResult, MultiWriteError, Stat};
 
-use super::errors::bounded;
+use super::errors::{bounded, store_error};
 use super::queue::{Child, Names, children, holds, parse_segment};
-use super::{LOOKUP_TTL, ZooKeeperBackend, delete};
+use super::{LOOKUP_TTL, ZooKeeperBackend};
 use crate::backend::{LockKind, Operators};
-use crate::inspect::{Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
 use crate::token::FencingToken;
@@ -160,16 +160,109 @@ impl Operators for ZooKeeperBackend {
         Ok(held)
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<usize, StoreError> {
+    /// Deletes every node of every kind on the key in one multi, each at
+    /// the version it was listed with. Nothing is woken until all of them
+    /// are gone, so a waiter granted after that keeps its node (deleted one
+    /// by one, the first delete woke the next waiter, which was granted,
+    /// and a later delete took its grant away). A node granted or gone in
+    /// between fails the multi, which is tried again on a new listing.
+    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
-        let mut removed = 0;
-        for (parent, _) in parents(keys) {
-            for name in children(&client, timeout, &parent).await? {
-                removed +=
-                    usize::from(delete(&client, timeout, &format!("{parent}/{name}")).await?);
+        for _ in 0..FORCE_RELEASE_TRIES {
+            let listed = listed_with_stats(&client, timeout, keys).await?;
+            if listed.is_empty() {
+                return Ok(ForceReleased::default());
+            }
+            // A holder's token is its node's last write: none is above the
+            // highest listed, and a later grant writes above the multi.
+            let up_to = listed.iter().map(|(_, stat)| stat.mzxid).max();
+            let up_to = up_to.map(|zxid| FencingToken::new(u64::try_from(zxid).unwrap_or(0)));
+            let forced = ForceReleased::new(listed.len(), up_to);
+            let mut all = client.new_multi_writer();
+            for (path, stat) in &listed {
+                all.add_delete(path, Some(stat.version))
+                    .map_err(|err| store_error(err, false))?;
+            }
+            match tokio::time::timeout(timeout, all.commit()).await {
+                Ok(Ok(_)) => return Ok(forced),
+                Ok(Err(MultiWriteError::OperationFailed { .. })) => {}
+                // No answer: the multi took all of them or none. One still
+                // standing as listed says none.
+                Ok(Err(MultiWriteError::RequestFailed { .. })) | Err(_) => {
+                    if !any_standing(&client, timeout, &listed).await? {
+                        return Ok(forced);
+                    }
+                }
             }
         }
-        Ok(removed)
+        Err(StoreError::new(
+            "the key's nodes changed under every try of the force-release: try it again",
+            false,
+        ))
     }
+}
+
+/// How often a force-release lists and deletes again when a node changed
+/// between the two.
+const FORCE_RELEASE_TRIES: usize = 5;
+
+/// Every node under the key's parents, with its stat (one read of all).
+async fn listed_with_stats(
+    client: &Client,
+    timeout: Duration,
+    keys: &StoredKeys,
+) -> Result<Vec<(String, Stat)>, StoreError> {
+    let mut paths = Vec::new();
+    for (parent, _) in parents(keys) {
+        let names = children(client, timeout, &parent).await?;
+        paths.extend(names.into_iter().map(|name| format!("{parent}/{name}")));
+    }
+    let stats = read_stats(client, timeout, &paths).await?;
+    Ok(paths
+        .into_iter()
+        .zip(stats)
+        .filter_map(|(path, stat)| Some((path, stat?)))
+        .collect())
+}
+
+/// Whether any of `listed` still stands at the version it was listed with.
+async fn any_standing(
+    client: &Client,
+    timeout: Duration,
+    listed: &[(String, Stat)],
+) -> Result<bool, StoreError> {
+    let paths: Vec<String> = listed.iter().map(|(path, _)| path.clone()).collect();
+    let stats = read_stats(client, timeout, &paths).await?;
+    Ok(stats
+        .iter()
+        .zip(listed)
+        .any(|(now, (_, then))| now.as_ref().is_some_and(|now| now.version == then.version)))
+}
+
+/// The stat of each of `paths` (`None`: no such node), in one multi-read.
+async fn read_stats(
+    client: &Client,
+    timeout: Duration,
+    paths: &[String],
+) -> Result<Vec<Option<Stat>>, StoreError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut reader = client.new_multi_reader();
+    for path in paths {
+        reader
+            .add_get_data(path)
+            .map_err(|err| store_error(err, false))?;
+    }
+    let results = bounded(timeout, false, reader.commit()).await?;
+    results
+        .into_iter()
+        .map(|result| match result {
+            MultiReadResult::Data { stat, .. } => Ok(Some(stat)),
+            MultiReadResult::Error { err: Error::NoNode } => Ok(None),
+            MultiReadResult::Error { err } => Err(store_error(err, false)),
+            _ => Ok(None),
+        })
+        .collect()
 }

@@ -1,12 +1,14 @@
 //! Operators' calls: inspection, the keys held, force-release.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::LockKind;
 use lock_core::{Holder, LockError, LockGuard};
 use lock_testkit::TestStore;
 
-use super::SLACK;
+use super::{SLACK, Sole};
 
 /// The one holder `guard` should be in `holders`, checked against it.
 fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: LockKind) -> &'h Holder {
@@ -100,7 +102,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         // Breaking the fair lock wakes its waiter (well before it would ask
         // again on its own, at half its 30 s queue entry), which gets the lock
         // with a higher token.
-        assert!(b.force_release("seen:fair").await.unwrap() >= 1);
+        assert!(b.force_release("seen:fair").await.unwrap().removed >= 1);
         let woken = tokio::time::timeout(Duration::from_secs(5), queued).await;
         let next = woken.expect("the waiter was not woken").unwrap();
         let next = next.expect("the waiter gets the lock");
@@ -118,14 +120,95 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
 
     // Breaking the plain lock: the holder is told within a renewal, the
     // key is free, and the next holder's token is higher.
-    assert_eq!(b.force_release("seen:plain").await.unwrap(), 1);
+    let forced = b.force_release("seen:plain").await.unwrap();
+    assert_eq!(forced.removed, 1);
+    assert!(forced.tokens_up_to >= Some(plain.token()), "{forced:?}");
     let told = tokio::time::timeout(plain.ttl() / 3 + SLACK * 4, plain.lost()).await;
     assert!(matches!(told, Ok(LockError::Lost { .. })), "{told:?}");
     assert!(!b.inspect("seen:plain").await.unwrap().is_held());
     let next = b.try_lock("seen:plain").await.unwrap().expect("free");
-    assert!(next.token() > plain.token());
+    assert!(Some(next.token()) > forced.tokens_up_to);
     next.release().await.unwrap();
     drop(plain);
-    assert_eq!(b.force_release("seen:plain").await.unwrap(), 0);
+    let nothing = b.force_release("seen:plain").await.unwrap();
+    assert_eq!((nothing.removed, nothing.tokens_up_to), (0, None));
+    store.assert_nothing_left().await;
+}
+
+/// A force-release of a key with waiters in line: what a woken waiter is
+/// granted stays granted (its release succeeds), with a token above what
+/// was removed, and one waiter holds at a time where the lock admits one.
+/// Rounds cycle through the kinds that admit one holder and readers behind
+/// a writer (woken all at once). ZooKeeper deleted a key's nodes one by
+/// one: the first delete woke a waiter, granted on its node, which a later
+/// delete took.
+pub async fn force_release_keeps_what_it_grants(store: TestStore) {
+    const ROUNDS: usize = 50;
+    const WAITERS: usize = 6;
+    let holder = store.locker().await;
+    let operator = store.locker().await;
+    let mut waiters = Vec::new();
+    for _ in 0..WAITERS {
+        waiters.push(store.locker_with(|b| b).await);
+    }
+    // Each round's holder and its waiters: the same kind, or readers
+    // behind a writer.
+    let mut rounds: Vec<(Sole, Option<Sole>)> = Sole::on(&store)
+        .into_iter()
+        .map(|kind| (kind, None))
+        .collect();
+    if store.keeps_the_family() {
+        rounds.push((Sole::Write, Some(Sole::Read)));
+    }
+    for round in 0..ROUNDS {
+        let (kind, waiting) = rounds[round % rounds.len()];
+        let waiting = waiting.unwrap_or(kind);
+        let key = format!("forced:{round}");
+        let held = kind.request(&holder, &key).await.unwrap();
+        let granted = Arc::new(Mutex::new(Vec::new()));
+        let inside = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for (locker, counts) in &waiters {
+            let before = counts.acquires();
+            let request = waiting.request(locker, &key).wait(Duration::from_secs(30));
+            let (granted, inside) = (Arc::clone(&granted), Arc::clone(&inside));
+            let sole = waiting.is_sole();
+            tasks.push(tokio::spawn(async move {
+                let guard = request.await?;
+                let overlapped = sole && inside.swap(true, Ordering::SeqCst);
+                granted.lock().unwrap().push(guard.token());
+                // Work long enough for a force-release still under way to
+                // reach this grant.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                inside.store(false, Ordering::SeqCst);
+                let released = guard.release().await;
+                assert!(!overlapped, "two waiters held {waiting:?} at once");
+                released
+            }));
+            // Refused twice (before and after subscribing): it waits in line.
+            counts.acquires_reach(before + 2).await;
+        }
+        let forced = operator.force_release(&key).await.unwrap();
+        assert!(forced.removed >= 1 && forced.tokens_up_to >= Some(held.token()));
+        for task in tasks {
+            let done = tokio::time::timeout(Duration::from_secs(60), task).await;
+            let released = done.expect("a waiter was never granted").unwrap();
+            assert!(
+                released.is_ok(),
+                "round {round} ({waiting:?} behind {kind:?}): a woken waiter lost what it was granted: {released:?}"
+            );
+        }
+        let mut tokens = granted.lock().unwrap().clone();
+        // Readers are granted side by side: in no set order.
+        if !waiting.is_sole() {
+            tokens.sort();
+        }
+        assert!(
+            tokens.first().copied() > forced.tokens_up_to && tokens.windows(2).all(|w| w[0] < w[1]),
+            "round {round} ({waiting:?} behind {kind:?}): tokens {tokens:?} after {forced:?}"
+        );
+        // Its lease is gone: the release in the background finds nothing.
+        drop(held);
+    }
     store.assert_nothing_left().await;
 }

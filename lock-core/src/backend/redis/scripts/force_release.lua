@@ -8,7 +8,8 @@
 -- ARGV[1]     the release channel; ARGV[2] `PUBLISH`, or `SPUBLISH` on a
 --             Redis Cluster (see release.lua)
 --
--- Replies the number of holders and queue entries removed.
+-- Replies the number of holders and queue entries removed, and the highest
+-- token among the holders (0 for none).
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local removed, highest, queued = 0, 0, {}
@@ -38,6 +39,7 @@ for i = 2, 5 do
     end
   end
 end
+local removed_up_to = highest
 local fence = redis.call('GET', KEYS[6])
 if fence then seen(string.match(fence, '^1|(%d+)')) end
 -- The highest token is recorded as a mint is (see acquire.lua): the next
@@ -52,4 +54,4 @@ if removed > 0 then
   for _, owner in ipairs(queued) do redis.call(ARGV[2], ARGV[1] .. ':' .. owner, '1') end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
-return removed
+return {removed, string.format('%.0f', removed_up_to)}
