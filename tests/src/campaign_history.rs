@@ -15,7 +15,17 @@
 //!   slack, unless it was frozen: no write of it is accepted later without
 //!   that;
 //! - **liveness**: once the faults stop, every task gets every key
-//!   (`final_ok`, never `final_failed`).
+//!   (`final_ok`, never `final_failed`);
+//! - **force-release ends holders, and only them**: a holder of a key when
+//!   an operator's `force_release` of it was sent (`force_sent`, then
+//!   `force_ok`) is told before a write it sends a renewal interval after
+//!   (or the write is refused), and a grant after it (a token above the
+//!   `force_ok`'s, the highest it removed) is kept: it is not told `lost`,
+//!   nor its release refused, unless a fault or another force-release came
+//!   between;
+//! - **inspection shows one holder of a sole lock**: an operator's
+//!   `inspect` (`inspect_seen`, one event per holder, its kind as the name)
+//!   never shows two holders of one kind that admits one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -227,6 +237,9 @@ pub fn check_campaign(events: &[Event], facts: &Facts) -> Result<Summary, Vec<Vi
         }
     }
 
+    violations.extend(force_releases(events, facts, &grants));
+    violations.extend(inspections(events));
+
     // Liveness once the faults stopped.
     for e in events.iter().filter(|e| e.kind == "final_failed") {
         violations.push(Violation {
@@ -245,6 +258,155 @@ pub fn check_campaign(events: &[Event], facts: &Facts) -> Result<Summary, Vec<Vi
         violations.sort_by_key(|v| v.at);
         Err(violations)
     }
+}
+
+/// An operator's force-release of a key: sent at `sent`, answered at `done`
+/// with the tokens it removed reaching `up_to` (every later grant's is
+/// above).
+struct Forced<'a> {
+    key: &'a str,
+    sent: u64,
+    done: u64,
+    up_to: u64,
+}
+
+/// The force-releases the operator saw through (`force_sent`, then
+/// `force_ok`; a failed one may have removed all or nothing).
+fn forced(events: &[Event]) -> Vec<Forced<'_>> {
+    let mut sent: HashMap<&str, u64> = HashMap::new();
+    let mut done = Vec::new();
+    for e in events {
+        match e.kind.as_str() {
+            "force_sent" => {
+                sent.insert(&e.key, e.at);
+            }
+            "force_ok" => done.push(Forced {
+                key: &e.key,
+                sent: sent.get(e.key.as_str()).copied().unwrap_or(e.at),
+                done: e.at,
+                up_to: e.token,
+            }),
+            _ => {}
+        }
+    }
+    done
+}
+
+/// The first event of `kinds` for one holder (`client`, lock `name`, `token`)
+/// in `from..`.
+fn first_of<'a>(
+    events: &'a [Event],
+    kinds: &[&str],
+    holder: &Event,
+    from: u64,
+) -> Option<&'a Event> {
+    events.iter().find(|e| {
+        e.at >= from
+            && e.client == holder.client
+            && e.key == holder.key
+            && e.token == holder.token
+            && kinds.contains(&e.kind.as_str())
+    })
+}
+
+/// What the campaign asks of force-releases (see the module's list).
+fn force_releases(
+    events: &[Event],
+    facts: &Facts,
+    grants: &[(u64, u64, &Event)],
+) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let (ttl, slack) = (facts.ttl.as_millis() as u64, facts.slack.as_millis() as u64);
+    let window = ttl / 3 + slack;
+    let all = forced(events);
+    for force in &all {
+        for &(_, granted, holder) in grants {
+            if key_of(&holder.key) != force.key {
+                continue;
+            }
+            let ended = first_of(
+                events,
+                &["release_ok", "release_err", "lost"],
+                holder,
+                granted,
+            );
+            // A holder when it was sent: told before a write it sends later.
+            if granted < force.sent && ended.is_none_or(|e| e.at >= force.sent) {
+                let late_write = events.iter().find(|e| {
+                    e.kind == "write_sent"
+                        && e.client == holder.client
+                        && e.key == holder.key
+                        && e.token == holder.token
+                        && e.at > force.done + window
+                });
+                let accepted = late_write.and_then(|sent| {
+                    first_of(events, &["write_ok"], holder, sent.at).map(|ok| (sent, ok))
+                });
+                if let Some((sent, _)) = accepted
+                    && first_of(events, &["lost"], holder, 0).is_none_or(|lost| lost.at > sent.at)
+                    && !frozen_until_near(facts, &holder.client, sent.at, window)
+                {
+                    found.push(Violation {
+                        at: sent.at,
+                        key: force.key.to_owned(),
+                        text: format!(
+                            "{} held {} {} when it was force-released at {}, wrote {} ms after and was not told",
+                            holder.client,
+                            holder.key,
+                            holder.token,
+                            force.sent,
+                            sent.at - force.done
+                        ),
+                    });
+                }
+            }
+            // Granted after it (a token above what it removed): kept.
+            let woken =
+                holder.token > force.up_to && (force.sent..=force.done + ttl).contains(&granted);
+            let lost = first_of(events, &["release_err", "lost"], holder, granted);
+            if let (true, Some(lost)) = (woken, lost) {
+                let span = force.sent.saturating_sub(ttl)..=lost.at;
+                let fault = facts
+                    .faults
+                    .iter()
+                    .any(|&(from, to)| from <= *span.end() && to >= *span.start());
+                // Any key's: a pair (`lock_all`) loses both keys with one.
+                let again = all
+                    .iter()
+                    .any(|other| other.sent > force.sent && other.sent <= lost.at);
+                if !fault && !again {
+                    found.push(Violation {
+                        at: lost.at,
+                        key: force.key.to_owned(),
+                        text: format!(
+                            "{} was granted {} {} at {granted}, after the force-release at {}, and lost it ({}) at {} with no fault between",
+                            holder.client, holder.key, holder.token, force.sent, lost.kind, lost.at
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Inspections that show two holders of a kind that admits one.
+fn inspections(events: &[Event]) -> Vec<Violation> {
+    // `inspect_seen` events of one inspection share the operator and time.
+    let mut seen: BTreeMap<(u64, &str, &str), usize> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.kind == "inspect_seen") {
+        *seen
+            .entry((e.at, e.key.as_str(), e.client.as_str()))
+            .or_default() += 1;
+    }
+    seen.into_iter()
+        .filter(|((_, name, _), n)| *n > 1 && !name.starts_with("read."))
+        .map(|((at, name, _), n)| Violation {
+            at,
+            key: key_of(name).to_owned(),
+            text: format!("an inspection at {at} showed {n} holders of {name}"),
+        })
+        .collect()
 }
 
 /// The events of `violation`'s key from 2 ttl before it to one ttl after,
@@ -355,6 +517,41 @@ mod tests {
             text.contains("no client saw accepted or left in doubt"),
             "{text}"
         );
+        // A holder force-released, writing long after without being told.
+        let mut events = clean();
+        events.insert(2, ev(2, "op", "force_sent", "k0", 0));
+        events.insert(3, ev(3, "op", "force_ok", "k0", 10));
+        for e in events.iter_mut().filter(|e| e.kind.starts_with("write")) {
+            e.at += 1000;
+        }
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("when it was force-released at 2"), "{text}");
+        // A grant after a force-release (a token above it), lost with no
+        // fault between; a fault between explains it.
+        let mut events = clean();
+        events.extend([
+            ev(10, "op", "force_sent", "k0", 0),
+            ev(11, "op", "force_ok", "k0", 11),
+            ev(12, "c.t0", "acquire_sent", "plain.k0", 0),
+            ev(13, "c.t0", "acquire_ok", "plain.k0", 14),
+            ev(20, "c.t0", "lost", "plain.k0", 14),
+        ]);
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("with no fault between"), "{text}");
+        let mut explained = facts(&[("plain.k0", vec![10])]);
+        explained.faults.push((15, 16));
+        assert!(check_campaign(&events, &explained).is_ok());
+        // An inspection that shows two holders of a lock that admits one.
+        let mut events = clean();
+        events.push(ev(8, "op", "inspect_seen", "plain.k0", 10));
+        events.push(ev(8, "op", "inspect_seen", "plain.k0", 12));
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("showed 2 holders of plain.k0"), "{text}");
+        // Two readers are fine.
+        let mut events = clean();
+        events.push(ev(8, "op", "inspect_seen", "read.k0", 10));
+        events.push(ev(8, "op", "inspect_seen", "read.k0", 12));
+        assert!(check_campaign(&events, &facts(&[("plain.k0", vec![10])])).is_ok());
         // A task that did not get its key after the faults.
         let mut events = clean();
         events.push(ev(8, "b.t0", "final_failed", "plain.k0", 0));

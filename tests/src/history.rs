@@ -128,6 +128,9 @@ pub struct Facts {
     pub store: HashMap<String, Vec<u64>>,
     /// Slack for scheduling on a loaded machine.
     pub slack: Duration,
+    /// When each fault of a campaign began and ended ([`now_ms`]): what
+    /// can explain a lease lost (an operator's steps are events instead).
+    pub faults: Vec<(u64, u64)>,
 }
 
 /// A summary of a checked history.

@@ -42,6 +42,10 @@ pub enum Fault {
     },
     /// The store's own failover: a replica promoted (Sentinel, Cluster).
     Failover,
+    /// An operator's `force_release` of key `k<key>` (every kind on it).
+    ForceRelease { key: u64 },
+    /// An operator's `inspect` of key `k<key>`.
+    Inspect { key: u64 },
 }
 
 /// The kinds of fault a store can take, one per [`Fault`] variant.
@@ -56,6 +60,8 @@ pub enum FaultKind {
     Cut,
     ClockJump,
     Failover,
+    ForceRelease,
+    Inspect,
 }
 
 /// What a nemesis may do to one deployment.
@@ -75,6 +81,8 @@ pub struct Menu {
     /// would be forgotten (a limit docs/guarantees.md states: safe, not
     /// live).
     pub restart_forgets: bool,
+    /// The keys an operator's steps pick from (`k0`..): 0 for none.
+    pub operator_keys: u64,
 }
 
 /// A fault after a gap.
@@ -97,7 +105,10 @@ impl Fault {
             | Fault::Cut { lasting }
             | Fault::ClockJump { lasting, .. } => *lasting,
             Fault::KillMember { down, .. } => *down,
-            Fault::KillClient { .. } | Fault::Failover => Duration::ZERO,
+            Fault::KillClient { .. }
+            | Fault::Failover
+            | Fault::ForceRelease { .. }
+            | Fault::Inspect { .. } => Duration::ZERO,
         }
     }
 
@@ -112,14 +123,21 @@ impl Fault {
             Fault::Cut { .. } => FaultKind::Cut,
             Fault::ClockJump { .. } => FaultKind::ClockJump,
             Fault::Failover => FaultKind::Failover,
+            Fault::ForceRelease { .. } => FaultKind::ForceRelease,
+            Fault::Inspect { .. } => FaultKind::Inspect,
         }
     }
 }
 
-/// The steps of seed `seed` on `menu`, until they fill `length`.
+/// The steps of seed `seed` on `menu`, until they fill `length`. With
+/// operator keys, about every other fault follows an operator's step
+/// (`force_release` or `inspect` of a key, after a gap of its own), drawn
+/// from a stream of their own: a seed's faults are the ones it drew before
+/// operator steps existed, and its replays stay replays.
 pub fn schedule(seed: u64, menu: &Menu, length: Duration) -> Vec<Step> {
     assert!(!menu.kinds.is_empty(), "a menu needs at least one fault");
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut operator = StdRng::seed_from_u64(seed ^ OPERATOR_STREAM);
     let ttl = menu.ttl.as_millis() as u64;
     let mut steps = Vec::new();
     let mut filled = Duration::ZERO;
@@ -161,7 +179,22 @@ pub fn schedule(seed: u64, menu: &Menu, length: Duration) -> Vec<Step> {
                 }
             }
             FaultKind::Failover => Fault::Failover,
+            FaultKind::ForceRelease => Fault::ForceRelease {
+                key: rng.random_range(0..menu.operator_keys.max(1)),
+            },
+            FaultKind::Inspect => Fault::Inspect {
+                key: rng.random_range(0..menu.operator_keys.max(1)),
+            },
         };
+        if menu.operator_keys > 0 && operator.random_bool(0.5) {
+            let key = operator.random_range(0..menu.operator_keys);
+            let fault = match operator.random_bool(0.5) {
+                true => Fault::ForceRelease { key },
+                false => Fault::Inspect { key },
+            };
+            let gap = Duration::from_millis(operator.random_range(100..=800));
+            steps.push(Step { gap, fault });
+        }
         filled += gap + fault.lasting();
         if let Fault::ClockJump { ms, .. } = fault
             && ms > 0
@@ -172,6 +205,9 @@ pub fn schedule(seed: u64, menu: &Menu, length: Duration) -> Vec<Step> {
     }
     steps
 }
+
+/// Mixed into the seed of the operator's steps.
+const OPERATOR_STREAM: u64 = 0x6f70_6572_6174_6f72;
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -199,6 +235,8 @@ impl fmt::Display for Fault {
                 ms(lasting)
             ),
             Fault::Failover => write!(f, "fail over"),
+            Fault::ForceRelease { key } => write!(f, "force-release k{key}"),
+            Fault::Inspect { key } => write!(f, "inspect k{key}"),
         }
     }
 }
@@ -227,6 +265,7 @@ mod tests {
             ],
             ttl: Duration::from_millis(1000),
             restart_forgets: false,
+            operator_keys: 0,
         }
     }
 
@@ -258,8 +297,46 @@ mod tests {
                         "{step}"
                     );
                 }
-                Fault::Cut { .. } | Fault::Failover => panic!("not on the menu: {step}"),
+                Fault::Cut { .. }
+                | Fault::Failover
+                | Fault::ForceRelease { .. }
+                | Fault::Inspect { .. } => panic!("not on the menu: {step}"),
                 _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn operator_steps_come_between_the_same_faults() {
+        let length = Duration::from_secs(60);
+        let faults = schedule(7, &menu(), length);
+        let with = Menu {
+            operator_keys: 2,
+            ..menu()
+        };
+        let both = schedule(7, &with, length);
+        let (operator, rest): (Vec<Step>, Vec<Step>) = both.into_iter().partition(|step| {
+            matches!(
+                step.fault,
+                Fault::ForceRelease { .. } | Fault::Inspect { .. }
+            )
+        });
+        assert_eq!(rest, faults, "operator steps moved the seed's faults");
+        assert!(operator.len() >= faults.len() / 6, "{operator:?}");
+        assert!(
+            operator
+                .iter()
+                .any(|s| matches!(s.fault, Fault::ForceRelease { .. }))
+        );
+        assert!(
+            operator
+                .iter()
+                .any(|s| matches!(s.fault, Fault::Inspect { .. }))
+        );
+        for step in &operator {
+            match step.fault {
+                Fault::ForceRelease { key } | Fault::Inspect { key } => assert!(key < 2, "{step}"),
+                _ => unreachable!(),
             }
         }
     }

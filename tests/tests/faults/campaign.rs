@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use lock_core::{LockKind, Locker};
 use lock_testkit::campaign_history::{Violation, check_campaign, window};
 use lock_testkit::history::{Event, Facts, now_ms};
 use lock_testkit::nemesis::{Fault, FaultKind, Menu, Step, schedule};
@@ -223,6 +224,7 @@ impl Deployment {
             kinds,
             ttl: self.ttl(),
             restart_forgets: matches!(self, Deployment::Redis { .. } | Deployment::RedLock { .. }),
+            operator_keys: KEYS,
         }
     }
 
@@ -353,6 +355,80 @@ fn spawn(clients: &mut Clients, deployment: &Deployment, data: &RedisServer, id:
     clients.spawn_program(env!("CARGO_BIN_EXE_campaign_client"), id, &args, &[]);
 }
 
+/// An operator beside the clients: its own Locker, and what it did and saw
+/// as history events (client `op`).
+struct Operator {
+    locker: Locker,
+    events: Vec<Event>,
+}
+
+impl Operator {
+    /// Connected as the clients are (the store is up at the start).
+    async fn of(deployment: &Deployment) -> Self {
+        let ttl = deployment.ttl();
+        let builder = Locker::builder().ttl(ttl).timeout(ttl / 2);
+        let url = deployment.url();
+        let locker = match url.strip_prefix("redlock:") {
+            Some(urls) => builder.redlock(&urls.split(',').collect::<Vec<_>>()).await,
+            None => builder.connect(&url).await,
+        };
+        Operator {
+            locker: locker.expect("the operator connects"),
+            events: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self, at: u64, kind: &str, key: String, token: u64) {
+        self.events.push(Event {
+            at,
+            client: "op".to_owned(),
+            kind: kind.to_owned(),
+            key,
+            token,
+        });
+    }
+
+    /// `force_sent`, then `force_ok` with the token it removed up to (or
+    /// `force_failed`: it may have removed all or nothing).
+    async fn force_release(&mut self, key: u64) {
+        let key = format!("k{key}");
+        self.emit(now_ms(), "force_sent", key.clone(), 0);
+        match self.locker.force_release(&key).await {
+            Ok(forced) => {
+                let up_to = forced.tokens_up_to.map_or(0, |t| t.get());
+                self.emit(now_ms(), "force_ok", key, up_to);
+            }
+            Err(_) => self.emit(now_ms(), "force_failed", key, 0),
+        }
+    }
+
+    /// One `inspect_seen` per holder, named `<kind>.<key>` as the clients
+    /// name their locks.
+    async fn inspect(&mut self, key: u64) {
+        let Ok(seen) = self.locker.inspect(&format!("k{key}")).await else {
+            return;
+        };
+        let at = now_ms();
+        for holder in seen.holders {
+            let kind = match holder.kind {
+                LockKind::Exclusive => "plain",
+                LockKind::Fair => "fair",
+                LockKind::Read => "read",
+                LockKind::Write => "write",
+                LockKind::Permit { .. } => "permit",
+                LockKind::Segment { .. } => "segment",
+                _ => "other",
+            };
+            self.emit(
+                at,
+                "inspect_seen",
+                format!("{kind}.k{key}"),
+                holder.token.get(),
+            );
+        }
+    }
+}
+
 /// Applies one fault and heals it; returns when it is over.
 async fn apply(
     fault: &Fault,
@@ -361,8 +437,11 @@ async fn apply(
     data: &RedisServer,
     names: &mut [String],
     seed: u64,
+    operator: &mut Operator,
 ) {
     match fault {
+        Fault::ForceRelease { key } => operator.force_release(*key).await,
+        Fault::Inspect { key } => operator.inspect(*key).await,
         Fault::Quiet(lasting) => tokio::time::sleep(*lasting).await,
         Fault::PauseClient { client, lasting } => {
             let since = clients.stop(&names[*client]);
@@ -450,8 +529,11 @@ pub async fn campaign(seed: u64, store: &str) -> Report {
         steps: steps.len(),
         ..Report::default()
     };
+    let mut operator = Operator::of(&deployment).await;
+    let mut faults = Vec::new();
     for step in &steps {
         tokio::time::sleep(step.gap).await;
+        let began = now_ms();
         apply(
             &step.fault,
             &mut deployment,
@@ -459,8 +541,20 @@ pub async fn campaign(seed: u64, store: &str) -> Report {
             &data,
             &mut names,
             seed,
+            &mut operator,
         )
         .await;
+        // What can explain a lost lease (an operator's steps are events).
+        let kind = step.fault.kind();
+        if ![
+            FaultKind::Quiet,
+            FaultKind::ForceRelease,
+            FaultKind::Inspect,
+        ]
+        .contains(&kind)
+        {
+            faults.push((began, now_ms()));
+        }
         clients.drain();
         *report
             .faults
@@ -471,7 +565,9 @@ pub async fn campaign(seed: u64, store: &str) -> Report {
     for id in clients.ids() {
         clients.say(&id, "settle");
     }
-    let (events, pauses) = blocking(move || clients.finish()).await;
+    let (mut events, pauses) = blocking(move || clients.finish()).await;
+    events.append(&mut operator.events);
+    events.sort_by_key(|e| e.at);
 
     // Nothing left within 2 x ttl of the end (every lease ends by then),
     // plus the longest forward clock step: what a store wrote while its
@@ -500,6 +596,7 @@ pub async fn campaign(seed: u64, store: &str) -> Report {
         pauses,
         store: lists,
         slack: SLACK,
+        faults,
     };
     let mut violations = match check_campaign(&events, &facts) {
         Ok(summary) => {

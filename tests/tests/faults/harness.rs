@@ -318,5 +318,6 @@ pub fn facts(
         pauses,
         store,
         slack: SLACK,
+        faults: Vec::new(),
     }
 }
