@@ -3,8 +3,9 @@
 //! The observer subscribes to the key's release channel (or the store's
 //! watch) before each read, so no change between a read and the wait is
 //! missed. A leader that dies says nothing: the observer also looks again
-//! when the lease it last saw would end, or after a ttl when nobody leads.
-//! It never reads the store more often than that unless told of a change.
+//! when the lease it last saw would end, or within a second when nobody
+//! leads (a new leader's announce may be late or lost). It never reads the
+//! store more often than that unless told of a change.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -23,6 +24,9 @@ use crate::token::FencingToken;
 /// Past the end of a lease the store reported, before the observer looks
 /// again (the store's clock may run a little behind this host's).
 const PAST_THE_LEASE: Duration = Duration::from_millis(10);
+
+/// The longest the observer trusts "nobody leads" before it looks again.
+const NOBODY_LEADS_AT_MOST: Duration = Duration::from_secs(1);
 
 /// The least time before the observer looks again unless told of a change
 /// (etcd reports time left in whole seconds: zero for the last one).
@@ -107,7 +111,12 @@ impl Observer {
                     return Err(LockError::from_store(key, Operation::Inspect, err));
                 }
             };
-            let left = leader.as_ref().and_then(|l| l.remaining).unwrap_or(ttl);
+            let left = match &leader {
+                Some(leader) => leader.remaining.unwrap_or(ttl),
+                // A leader's announce can be late or lost (a busy store,
+                // a broken subscription): "nobody" is trusted only briefly.
+                None => ttl.min(NOBODY_LEADS_AT_MOST),
+            };
             self.look_again = Some(Instant::now() + (left + PAST_THE_LEASE).max(AT_LEAST));
             // On etcd a leader's token can rise once after it is first read
             // (see `Leader::token`): it is told again then.
@@ -164,8 +173,10 @@ impl Locker {
     /// The changes of leader of the election on `key`: the current leader
     /// first, then each change, woken by the store's release channel or
     /// watch and by the end of the leader's lease, never by polling faster
-    /// than the lease. A leader whose term is shorter than a read of the
-    /// store may be missed; those seen come in order. Where waiters poll
+    /// than the lease; while nobody leads it looks again every second, so
+    /// that a leader whose announce was late or lost is seen within one. A
+    /// leader whose term is shorter than that, and whose announce is lost,
+    /// may be missed; those seen come in order. Where waiters poll
     /// (PgBouncer without a `listen_url`), observers read as often; on etcd
     /// a waiting candidate's refresh of its entry is a change to read too.
     ///

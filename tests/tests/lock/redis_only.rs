@@ -65,6 +65,13 @@ pub(crate) fn contenders(
     (ops, violations, most)
 }
 
+/// The scheduled-job tick logic at length, once (each store runs a few
+/// ticks of it in the conformance suite).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_job_runs_once_per_tick_at_length() {
+    crate::conformance::scheduled_jobs_at_length(lock_testkit::TestStore::redis()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_across_processes() {
     let server = RedisServer::start();

@@ -37,18 +37,26 @@ async fn call(
 ) -> (StatusCode, http::HeaderMap, String) {
     let request = Request::builder()
         .method(method)
-        .uri(url)
+        .uri(&url)
         .body(Empty::new())
         .unwrap();
-    let response = client.request(request).await.unwrap();
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await.unwrap().to_bytes();
-    (
-        parts.status,
-        parts.headers,
-        String::from_utf8_lossy(&body).into_owned(),
-    )
+    let answered = async {
+        let response = client.request(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
+    };
+    // A handler entered that should not have been waits forever: fail then.
+    let answered = tokio::time::timeout(ANSWER_BOUND, answered).await;
+    answered.unwrap_or_else(|_| panic!("{method} {url}: no answer within {ANSWER_BOUND:?}"))
 }
+
+/// How long a test waits for an answer before it fails.
+const ANSWER_BOUND: Duration = Duration::from_secs(30);
 
 /// Handler state: who is inside which order, and any overlap seen.
 #[derive(Default)]
@@ -569,17 +577,21 @@ async fn call_with_token(
     url: String,
     token: Option<&str>,
 ) -> (StatusCode, String) {
-    let mut request = Request::put(url);
+    let mut request = Request::put(&url);
     if let Some(token) = token {
         request = request.header("fencing-token", token);
     }
-    let response = client
-        .request(request.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let answered = async {
+        let response = client
+            .request(request.body(Empty::new()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let answered = tokio::time::timeout(ANSWER_BOUND, answered).await;
+    answered.unwrap_or_else(|_| panic!("PUT {url}: no answer within {ANSWER_BOUND:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

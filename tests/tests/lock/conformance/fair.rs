@@ -281,3 +281,45 @@ async fn waiters_reach(locker: &Locker, key: &str, n: usize) {
         .await
         .unwrap_or_else(|_| panic!("the store never kept {n} tickets for {key}"));
 }
+
+/// A process's fair requests reach the store in the order they were made:
+/// the second asks only once the first's first try is answered, so a first
+/// try held up in its process (here, by a gate in front of the store) is
+/// not overtaken.
+pub async fn fair_requests_of_a_process_reach_the_store_in_call_order(store: TestStore) {
+    let holder = store.locker().await;
+    let (locker, counts) = store.locker_with(|l| l).await;
+    let held = holder.fair_lock("sends").await.unwrap();
+    counts.hold_next_fair_try();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let request = |i: usize| {
+        let (locker, order) = (locker.clone(), Arc::clone(&order));
+        tokio::spawn(async move {
+            let request = locker.fair_lock("sends").wait(Duration::from_secs(20));
+            let guard = request.await.unwrap();
+            order.lock().unwrap().push(i);
+            guard.release().await.unwrap();
+        })
+    };
+    let asked = counts.acquires();
+    let first = request(1);
+    counts.fair_tries_reach(1).await;
+    let second = request(2);
+    // Nothing to wait for: the second must not ask while the first is held.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        counts.fair_tries(),
+        1,
+        "a fair request asked the store before the first one's first try was answered"
+    );
+    counts.open_gate();
+    // Each asked, subscribed and asked again: both wait in the store's line.
+    counts.acquires_reach(asked + 4).await;
+    held.release().await.unwrap();
+    for task in [first, second] {
+        let done = tokio::time::timeout(Duration::from_secs(30), task).await;
+        done.expect("a fair waiter was never served").unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [1, 2], "granted out of call order");
+    super::store_is_empty(&store).await;
+}
