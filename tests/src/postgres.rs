@@ -116,11 +116,58 @@ impl PostgresServer {
             settings: settings.iter().map(|s| (*s).to_owned()).collect(),
             env,
         };
-        server.run(
+        server.copy_template();
+        for _ in 0..5 {
+            server.port = crate::server::free_port();
+            if server.try_start() {
+                return server;
+            }
+        }
+        panic!("PostgreSQL did not start on any of 5 free ports");
+    }
+
+    /// Makes the data directory: a copy of a cluster `initdb` made once
+    /// per machine and PostgreSQL version (initdb costs a CPU-second; a copy
+    /// a tenth of that), kept in the temp dir.
+    fn copy_template(&self) {
+        let version = self.bin.parent().and_then(Path::file_name);
+        let version = version.and_then(|v| v.to_str()).unwrap_or("pg");
+        let owner = if self.as_postgres { "postgres" } else { "user" };
+        let template =
+            std::env::temp_dir().join(format!("lock-testkit-pg-template-1-{version}-{owner}"));
+        if !template.join("data").join("PG_VERSION").exists() {
+            self.make_template(&template);
+        }
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(template.join("data"))
+            .arg(self.data())
+            .status()
+            .expect("cp");
+        assert!(copied.success(), "copying the PostgreSQL template failed");
+    }
+
+    /// Runs `initdb` into a directory of its own and renames it to
+    /// `template`: one rename wins when tests race, the others' copies go.
+    fn make_template(&self, template: &Path) {
+        let made = tempfile::Builder::new()
+            .prefix("lock-testkit-pg-making-")
+            .tempdir()
+            .expect("temp dir");
+        if self.as_postgres {
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(made.path())
+                .status()
+                .expect("chown");
+            assert!(status.success(), "chown of the PostgreSQL template dir failed");
+        }
+        let data = made.path().join("data");
+        self.run(
             "initdb",
             &[
                 "-D",
-                &server.data().display().to_string(),
+                &data.display().to_string(),
                 "-U",
                 "postgres",
                 "--auth=trust",
@@ -129,13 +176,11 @@ impl PostgresServer {
                 "--no-sync",
             ],
         );
-        for _ in 0..5 {
-            server.port = crate::server::free_port();
-            if server.try_start() {
-                return server;
-            }
+        let made = made.keep();
+        if std::fs::rename(&made, template).is_err() {
+            // Another test made it first.
+            let _ = std::fs::remove_dir_all(&made);
         }
-        panic!("PostgreSQL did not start on any of 5 free ports");
     }
 
     fn data(&self) -> PathBuf {
