@@ -122,11 +122,10 @@ async fn run(url: &str, args: Args) -> Result<(), LockError> {
             print_inspection(&locker.inspect(&key).await?);
             let forced = locker.force_release(&key).await?;
             let removed = forced.removed;
+            print!("{key}: removed {removed} holders and queue entries");
             match forced.tokens_up_to {
-                Some(token) => println!(
-                    "{key}: removed {removed} holders and queue entries; the next holder's token is above {token}"
-                ),
-                None => println!("{key}: removed nothing"),
+                Some(token) => println!("; the next holder's token is above {token}"),
+                None => println!(),
             }
         }
     }

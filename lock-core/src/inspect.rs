@@ -119,11 +119,13 @@ pub struct ForceReleased {
 }
 
 impl ForceReleased {
-    /// `removed` entries, the highest token among them `tokens_up_to`.
+    /// `removed` entries, the highest token among them `tokens_up_to` (none
+    /// if it is 0 or nothing was removed).
     pub fn new(removed: usize, tokens_up_to: Option<FencingToken>) -> Self {
         ForceReleased {
             removed,
-            tokens_up_to: tokens_up_to.filter(|_| removed > 0),
+            // Queue entries alone carry no token.
+            tokens_up_to: tokens_up_to.filter(|token| removed > 0 && token.get() > 0),
         }
     }
 }

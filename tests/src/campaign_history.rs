@@ -18,11 +18,11 @@
 //!   (`final_ok`, never `final_failed`);
 //! - **force-release ends holders, and only them**: a holder of a key when
 //!   an operator's `force_release` of it was sent (`force_sent`, then
-//!   `force_ok`) is told before a write it sends a renewal interval after
-//!   (or the write is refused), and a grant after it (a token above the
-//!   `force_ok`'s, the highest it removed) is kept: it is not told `lost`,
-//!   nor its release refused, unless a fault or another force-release came
-//!   between;
+//!   `force_ok`) is told before a write it sends a ttl after (or the write
+//!   is refused), and a grant after it (a token above the `force_ok`'s, the
+//!   highest it removed) is kept: it is not told `lost`, nor its release
+//!   refused as not held (`release_lost`), unless a fault or another
+//!   force-release came between;
 //! - **inspection shows one holder of a sole lock**: an operator's
 //!   `inspect` (`inspect_seen`, one event per holder, its kind as the name)
 //!   never shows two holders of one kind that admits one.
@@ -271,14 +271,16 @@ struct Forced<'a> {
 }
 
 /// The force-releases the operator saw through (`force_sent`, then
-/// `force_ok`; a failed one may have removed all or nothing).
-fn forced(events: &[Event]) -> Vec<Forced<'_>> {
+/// `force_ok`; a failed one may have removed all or nothing), and when every
+/// force-release was sent, failed ones too.
+fn forced(events: &[Event]) -> (Vec<Forced<'_>>, Vec<u64>) {
     let mut sent: HashMap<&str, u64> = HashMap::new();
-    let mut done = Vec::new();
+    let (mut done, mut every) = (Vec::new(), Vec::new());
     for e in events {
         match e.kind.as_str() {
             "force_sent" => {
                 sent.insert(&e.key, e.at);
+                every.push(e.at);
             }
             "force_ok" => done.push(Forced {
                 key: &e.key,
@@ -289,18 +291,18 @@ fn forced(events: &[Event]) -> Vec<Forced<'_>> {
             _ => {}
         }
     }
-    done
+    (done, every)
 }
 
-/// The first event of `kinds` for one holder (`client`, lock `name`, `token`)
-/// in `from..`.
-fn first_of<'a>(
+/// The events of `kinds` of one holder (`client`, lock `name`, `token`) at
+/// `from` or later, in order.
+fn of_holder<'a>(
     events: &'a [Event],
-    kinds: &[&str],
-    holder: &Event,
+    kinds: &'a [&str],
+    holder: &'a Event,
     from: u64,
-) -> Option<&'a Event> {
-    events.iter().find(|e| {
+) -> impl Iterator<Item = &'a Event> + 'a {
+    events.iter().filter(move |e| {
         e.at >= from
             && e.client == holder.client
             && e.key == holder.key
@@ -317,96 +319,104 @@ fn force_releases(
 ) -> Vec<Violation> {
     let mut found = Vec::new();
     let (ttl, slack) = (facts.ttl.as_millis() as u64, facts.slack.as_millis() as u64);
-    let window = ttl / 3 + slack;
-    let all = forced(events);
+    // A removed holder learns of it at its next renewal, or at its local
+    // deadline if no renewal gets through: within a ttl.
+    let window = ttl + slack;
+    let (all, every) = forced(events);
+    let ends = ["release_ok", "release_err", "release_lost", "lost"];
     for force in &all {
         for &(_, granted, holder) in grants {
             if key_of(&holder.key) != force.key {
                 continue;
             }
-            let ended = first_of(
-                events,
-                &["release_ok", "release_err", "lost"],
-                holder,
-                granted,
-            );
-            // A holder when it was sent: told before a write it sends later.
-            if granted < force.sent && ended.is_none_or(|e| e.at >= force.sent) {
-                let late_write = events.iter().find(|e| {
-                    e.kind == "write_sent"
-                        && e.client == holder.client
-                        && e.key == holder.key
-                        && e.token == holder.token
-                        && e.at > force.done + window
-                });
-                let accepted = late_write.and_then(|sent| {
-                    first_of(events, &["write_ok"], holder, sent.at).map(|ok| (sent, ok))
-                });
-                if let Some((sent, _)) = accepted
-                    && first_of(events, &["lost"], holder, 0).is_none_or(|lost| lost.at > sent.at)
-                    && !frozen_until_near(facts, &holder.client, sent.at, window)
-                {
-                    found.push(Violation {
-                        at: sent.at,
-                        key: force.key.to_owned(),
-                        text: format!(
-                            "{} held {} {} when it was force-released at {}, wrote {} ms after and was not told",
-                            holder.client,
-                            holder.key,
-                            holder.token,
-                            force.sent,
-                            sent.at - force.done
-                        ),
-                    });
+            // Held when it was removed: granted before it was sent, or
+            // during it with a token it removed.
+            let ended = of_holder(events, &ends, holder, granted).next();
+            let removed = granted < force.sent || holder.token <= force.up_to;
+            if removed && ended.is_none_or(|e| e.at >= force.sent) {
+                let told = of_holder(events, &["lost"], holder, 0).next().map(|e| e.at);
+                for sent in of_holder(events, &["write_sent"], holder, force.done + window) {
+                    let accepted = of_holder(events, &["write_ok"], holder, sent.at).next();
+                    if accepted.is_some()
+                        && told.is_none_or(|told| told > sent.at)
+                        && !frozen_until_near(facts, &holder.client, sent.at, window)
+                    {
+                        found.push(Violation {
+                            at: sent.at,
+                            key: force.key.to_owned(),
+                            text: format!(
+                                "{} held {} {} when it was force-released at {}, wrote {} ms after and was not told",
+                                holder.client,
+                                holder.key,
+                                holder.token,
+                                force.sent,
+                                sent.at - force.done
+                            ),
+                        });
+                        break;
+                    }
                 }
             }
-            // Granted after it (a token above what it removed): kept.
-            let woken =
-                holder.token > force.up_to && (force.sent..=force.done + ttl).contains(&granted);
-            let lost = first_of(events, &["release_err", "lost"], holder, granted);
-            if let (true, Some(lost)) = (woken, lost) {
-                let span = force.sent.saturating_sub(ttl)..=lost.at;
-                let fault = facts
-                    .faults
-                    .iter()
-                    .any(|&(from, to)| from <= *span.end() && to >= *span.start());
-                // Any key's: a pair (`lock_all`) loses both keys with one.
-                let again = all
-                    .iter()
-                    .any(|other| other.sent > force.sent && other.sent <= lost.at);
-                if !fault && !again {
-                    found.push(Violation {
-                        at: lost.at,
-                        key: force.key.to_owned(),
-                        text: format!(
-                            "{} was granted {} {} at {granted}, after the force-release at {}, and lost it ({}) at {} with no fault between",
-                            holder.client, holder.key, holder.token, force.sent, lost.kind, lost.at
-                        ),
-                    });
-                }
+            // Granted after it (a token above what it removed): kept. A
+            // loss shows within a renewal, so a later one has another cause.
+            if holder.token <= force.up_to || granted < force.sent || granted > force.done + ttl {
+                continue;
+            }
+            let lost = of_holder(events, &["release_lost", "lost"], holder, granted)
+                .find(|e| e.at <= granted + window);
+            let Some(lost) = lost else { continue };
+            let span = force.sent.saturating_sub(ttl)..=lost.at;
+            let fault = facts
+                .faults
+                .iter()
+                .any(|&(from, to)| from <= *span.end() && to >= *span.start());
+            // Any key's: a pair (`lock_all`) loses both keys with one.
+            let again = every.iter().any(|&at| at > force.sent && at <= lost.at);
+            if !fault && !again {
+                found.push(Violation {
+                    at: lost.at,
+                    key: force.key.to_owned(),
+                    text: format!(
+                        "{} was granted {} {} at {granted}, after the force-release at {}, and lost it ({}) at {} with no fault between",
+                        holder.client, holder.key, holder.token, force.sent, lost.kind, lost.at
+                    ),
+                });
             }
         }
     }
     found
 }
 
-/// Inspections that show two holders of a kind that admits one.
+/// Inspections that show two holders of a kind that admits one, or a
+/// writer beside readers.
 fn inspections(events: &[Event]) -> Vec<Violation> {
     // `inspect_seen` events of one inspection share the operator and time.
-    let mut seen: BTreeMap<(u64, &str, &str), usize> = BTreeMap::new();
+    let mut seen: BTreeMap<(u64, &str), BTreeMap<&str, usize>> = BTreeMap::new();
     for e in events.iter().filter(|e| e.kind == "inspect_seen") {
-        *seen
-            .entry((e.at, e.key.as_str(), e.client.as_str()))
-            .or_default() += 1;
+        let names = seen.entry((e.at, e.client.as_str())).or_default();
+        *names.entry(e.key.as_str()).or_default() += 1;
     }
-    seen.into_iter()
-        .filter(|((_, name, _), n)| *n > 1 && !name.starts_with("read."))
-        .map(|((at, name, _), n)| Violation {
-            at,
-            key: key_of(name).to_owned(),
-            text: format!("an inspection at {at} showed {n} holders of {name}"),
-        })
-        .collect()
+    let mut found = Vec::new();
+    for ((at, _), names) in seen {
+        for (name, n) in &names {
+            let beside_readers = name.starts_with("write.")
+                && names.contains_key(format!("read.{}", key_of(name)).as_str());
+            if (*n > 1 && !name.starts_with("read.")) || beside_readers {
+                found.push(Violation {
+                    at,
+                    key: key_of(name).to_owned(),
+                    text: format!(
+                        "an inspection at {at} showed {n} holders of {name}{}",
+                        match beside_readers {
+                            true => " beside readers",
+                            false => "",
+                        }
+                    ),
+                });
+            }
+        }
+    }
+    found
 }
 
 /// The events of `violation`'s key from 2 ttl before it to one ttl after,
@@ -541,12 +551,25 @@ mod tests {
         let mut explained = facts(&[("plain.k0", vec![10])]);
         explained.faults.push((15, 16));
         assert!(check_campaign(&events, &explained).is_ok());
+        // Its release refused as not held is such a loss too.
+        events.last_mut().unwrap().kind = "release_lost".into();
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(text.contains("lost it (release_lost)"), "{text}");
         // An inspection that shows two holders of a lock that admits one.
         let mut events = clean();
         events.push(ev(8, "op", "inspect_seen", "plain.k0", 10));
         events.push(ev(8, "op", "inspect_seen", "plain.k0", 12));
         let text = texts(&events, &[("plain.k0", vec![10])]);
         assert!(text.contains("showed 2 holders of plain.k0"), "{text}");
+        // A writer beside a reader.
+        let mut events = clean();
+        events.push(ev(8, "op", "inspect_seen", "write.k0", 10));
+        events.push(ev(8, "op", "inspect_seen", "read.k0", 12));
+        let text = texts(&events, &[("plain.k0", vec![10])]);
+        assert!(
+            text.contains("holders of write.k0 beside readers"),
+            "{text}"
+        );
         // Two readers are fine.
         let mut events = clean();
         events.push(ev(8, "op", "inspect_seen", "read.k0", 10));

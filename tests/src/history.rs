@@ -6,7 +6,8 @@
 //! `acquire_ok`, `acquire_failed`, `acquire_unknown`, `renewed`, `lost`,
 //! `write_sent` (optional: a write sent before a loss was told is no
 //! write after it), `write_ok`, `write_rejected`, `release_ok`,
-//! `release_err` (and the campaign's `final_ok`, `final_failed`). The
+//! `release_err` (and the campaign's `release_lost`, a release refused as
+//! not held, `final_ok`, `final_failed`). The
 //! store keeps, per key, the list of tokens of accepted writes in the order
 //! it applied them.
 

@@ -47,6 +47,9 @@ fn bin_dir() -> PathBuf {
     })
 }
 
+/// How the kit runs `initdb` (after `-D <dir>`).
+const INITDB_ARGS: [&str; 6] = ["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"];
+
 fn is_root() -> bool {
     // SAFETY: geteuid(2) has no preconditions.
     #[allow(unsafe_code)]
@@ -127,29 +130,49 @@ impl PostgresServer {
     }
 
     /// Makes the data directory: a copy of a cluster `initdb` made once
-    /// per machine and PostgreSQL version (initdb costs a CPU-second; a copy
-    /// a tenth of that), kept in the temp dir.
+    /// per machine, user, PostgreSQL version and set of initdb arguments
+    /// (initdb costs a CPU-second; a copy a tenth of that), kept in the temp
+    /// dir.
     fn copy_template(&self) {
         let version = self.bin.parent().and_then(Path::file_name);
         let version = version.and_then(|v| v.to_str()).unwrap_or("pg");
-        let owner = if self.as_postgres { "postgres" } else { "user" };
-        let template =
-            std::env::temp_dir().join(format!("lock-testkit-pg-template-1-{version}-{owner}"));
+        let owner = match self.as_postgres {
+            true => "postgres".to_owned(),
+            false => std::os::unix::fs::MetadataExt::uid(
+                &std::fs::metadata(self.dir.path()).expect("temp dir"),
+            )
+            .to_string(),
+        };
+        let made_by: String = INITDB_ARGS
+            .concat()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect();
+        let template = std::env::temp_dir().join(format!(
+            "lock-testkit-pg-template-{version}-{owner}-{made_by}"
+        ));
+        let mut own = None;
         if !template.join("data").join("PG_VERSION").exists() {
-            self.make_template(&template);
+            own = self.make_template(&template);
         }
+        let from = own.as_ref().unwrap_or(&template);
         let copied = Command::new("cp")
             .arg("-a")
-            .arg(template.join("data"))
+            .arg(from.join("data"))
             .arg(self.data())
             .status()
             .expect("cp");
         assert!(copied.success(), "copying the PostgreSQL template failed");
+        if let Some(own) = own {
+            let _ = std::fs::remove_dir_all(own);
+        }
     }
 
-    /// Runs `initdb` into a directory of its own and renames it to
-    /// `template`: one rename wins when tests race, the others' copies go.
-    fn make_template(&self, template: &Path) {
+    /// Runs `initdb` into a directory of its own, written to disk, and
+    /// renames it to `template`: one rename wins when tests race. `Some`
+    /// (that directory) if the template is not this test's to read after
+    /// all: it copies from its own.
+    fn make_template(&self, template: &Path) -> Option<PathBuf> {
         let made = tempfile::Builder::new()
             .prefix("lock-testkit-pg-making-")
             .tempdir()
@@ -160,27 +183,29 @@ impl PostgresServer {
                 .arg(made.path())
                 .status()
                 .expect("chown");
-            assert!(status.success(), "chown of the PostgreSQL template dir failed");
+            assert!(
+                status.success(),
+                "chown of the PostgreSQL template dir failed"
+            );
         }
         let data = made.path().join("data");
-        self.run(
-            "initdb",
-            &[
-                "-D",
-                &data.display().to_string(),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        );
+        let mut args = vec!["-D".to_owned(), data.display().to_string()];
+        args.extend(INITDB_ARGS.iter().map(|arg| (*arg).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.run("initdb", &args);
+        // `--no-sync` left it to the page cache: a template must outlive a
+        // crash whole.
+        let _ = Command::new("sync").arg("-f").arg(&data).status();
         let made = made.keep();
-        if std::fs::rename(&made, template).is_err() {
-            // Another test made it first.
-            let _ = std::fs::remove_dir_all(&made);
+        if std::fs::rename(&made, template).is_ok() {
+            return None;
         }
+        // Another test made it first: its copy serves, if this one can read it.
+        if std::fs::read(template.join("data").join("PG_VERSION")).is_ok() {
+            let _ = std::fs::remove_dir_all(&made);
+            return None;
+        }
+        Some(made)
     }
 
     fn data(&self) -> PathBuf {

@@ -36,6 +36,33 @@ struct Gates {
     stranded_held: watch::Sender<bool>,
     /// Client-to-server bytes held since the last hold, over all connections.
     held_bytes: watch::Sender<Vec<u8>>,
+    /// A hold armed by [`DelayProxy::hold_from`]: the needle, and how many
+    /// reads naming it still pass.
+    armed: std::sync::Mutex<Option<(Vec<u8>, usize)>>,
+}
+
+impl Gates {
+    /// Holds client-to-server bytes from `read` on, if it trips the armed
+    /// hold.
+    fn trip(&self, read: &[u8]) {
+        let mut armed = self
+            .armed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some((needle, passing)) = armed.as_mut() else {
+            return;
+        };
+        if !read.windows(needle.len()).any(|w| w == needle.as_slice()) {
+            return;
+        }
+        if *passing > 0 {
+            *passing -= 1;
+            return;
+        }
+        *armed = None;
+        self.held_bytes.send_replace(Vec::new());
+        self.requests_held.send_replace(true);
+    }
 }
 
 impl DelayProxy {
@@ -51,6 +78,7 @@ impl DelayProxy {
             stranded: watch::channel(0).0,
             stranded_held: watch::channel(false).0,
             held_bytes: watch::channel(Vec::new()).0,
+            armed: std::sync::Mutex::new(None),
         });
         let task = tokio::spawn(serve(listener, upstream_port, Arc::clone(&gates)));
         DelayProxy { addr, gates, task }
@@ -70,6 +98,19 @@ impl DelayProxy {
     pub fn hold(&self) {
         self.gates.held_bytes.send_replace(Vec::new());
         self.gates.requests_held.send_replace(true);
+    }
+
+    /// Lets the first `passing` reads from clients that name `needle` through,
+    /// and holds client-to-server bytes from the next one that names it on
+    /// (that read included), as [`hold`](Self::hold) would then: a slow
+    /// network met by one request of a conversation, not the ones before.
+    pub fn hold_from(&self, needle: &str, passing: usize) {
+        let mut armed = self
+            .gates
+            .armed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *armed = Some((needle.as_bytes().to_vec(), passing));
     }
 
     /// Holds server-to-client bytes from now on: requests are served, their
@@ -191,7 +232,7 @@ async fn pipe(
         &mut server_write,
         gates.requests_held.subscribe(),
         &mut requests,
-        Some(&gates.held_bytes),
+        Some(gates),
     );
     let downstream = forward(
         &mut server_read,
@@ -230,14 +271,15 @@ async fn pipe(
 }
 
 /// Copies `from` to `to`, keeping bytes back in `pending` while `held` is
-/// true; adds a copy of the bytes it holds to `copied`. Reads go on while held,
-/// and every write is cancel safe, so `pending` is whole when dropped.
+/// true; for requests (`gates`), trips an armed hold and adds a copy of the
+/// bytes it holds to the gates' `held_bytes`. Reads go on while held, and
+/// every write is cancel safe, so `pending` is whole when dropped.
 async fn forward(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     mut held: watch::Receiver<bool>,
     pending: &mut Vec<u8>,
-    copied: Option<&watch::Sender<Vec<u8>>>,
+    gates: Option<&Gates>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -252,8 +294,11 @@ async fn forward(
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     pending.extend_from_slice(&buf[..n]);
-                    if *held.borrow() && let Some(copied) = copied {
-                        copied.send_modify(|held| held.extend_from_slice(&buf[..n]));
+                    if let Some(gates) = gates {
+                        gates.trip(&buf[..n]);
+                        if *held.borrow() {
+                            gates.held_bytes.send_modify(|held| held.extend_from_slice(&buf[..n]));
+                        }
                     }
                 }
             },

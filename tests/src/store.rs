@@ -547,15 +547,15 @@ impl Backend for Counting {
                 armed
             });
             if held {
+                // Asked only once the gate opens (a store in this process
+                // would answer at the call).
                 let mut gate = self.gate.subscribe();
                 let inner = &self.inner;
-                let acquires = Arc::clone(&self.acquires);
-                return StoreFuture::new(async move {
+                let attempt = StoreFuture::new(async move {
                     let _ = gate.wait_for(|gate| *gate == Gate::Open).await;
-                    let attempt = inner.try_acquire(keys, kind, owner, ttl).await;
-                    acquires.send_modify(|n| *n += 1);
-                    attempt
+                    inner.try_acquire(keys, kind, owner, ttl).await
                 });
+                return answered(attempt, &self.acquires);
             }
         }
         // Counted once answered, so a waiter seen at n attempts has its

@@ -170,10 +170,11 @@ impl LockGuard {
     /// guard's lease is still held in a PostgreSQL store in the same
     /// database, and that no other owner is granted the key until the
     /// transaction ends: the lease row is locked `FOR KEY SHARE`, and a
-    /// takeover first locks the row `FOR UPDATE`, so it waits for the
-    /// commit or rollback. Writes made after the check therefore never
-    /// interleave with the next holder's, with no token column. Renewals
-    /// go on meanwhile (they need a weaker lock).
+    /// takeover needs the row `FOR UPDATE`: until the commit or rollback, a
+    /// waiter finds the lease held, even past its expiry, and waits for the
+    /// release. Writes made after the check therefore never interleave with
+    /// the next holder's, with no token column. Renewals go on meanwhile
+    /// (they need a weaker lock).
     ///
     /// A lease that expired or changed owner is [`LockError::Lost`] (and
     /// [`lost`](Self::lost) resolves): roll the transaction back. The role

@@ -148,10 +148,11 @@ impl Client {
             Held::One(guard) => guard.release().await,
             Held::Pair(guard) => guard.release().await,
         };
-        let kind = if result.is_ok() {
-            "release_ok"
-        } else {
-            "release_err"
+        let kind = match result {
+            Ok(()) => "release_ok",
+            // The store said the lease was no longer this holder's.
+            Err(LockError::Lost { .. }) => "release_lost",
+            Err(_) => "release_err",
         };
         for (name, token) in names.iter().zip(&tokens) {
             emit(who, kind, name, token.get());

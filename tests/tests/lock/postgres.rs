@@ -53,21 +53,18 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
     let err = long.postgres(&server.postgres_url()).await.unwrap_err();
     assert!(err.to_string().contains("namespace"), "{err}");
 
-    // Format 2 (the same tables, older functions) is brought up to 3.
+    // Older functions over the same tables are replaced at connect.
     let admin = server.client().await;
     admin
-        .batch_execute("UPDATE lock.format SET version = 2")
+        .batch_execute("DROP FUNCTION lock.force_release_all(text, text[])")
         .await
         .unwrap();
-    locker(&server)
-        .await
-        .expect("a format 2 schema is upgraded");
-    let format = admin.query_one("SELECT version FROM lock.format", &[]);
-    let format: i32 = format.await.unwrap().get(0);
-    assert_eq!(format, 3);
+    let upgraded = locker(&server).await.expect("older functions are replaced");
+    let forced = upgraded.force_release("order:nothing").await.unwrap();
+    assert_eq!(forced.removed, 0);
     // Tables of another format are refused, never reused.
     admin
-        .batch_execute("UPDATE lock.format SET version = 4")
+        .batch_execute("UPDATE lock.format SET version = 3")
         .await
         .unwrap();
     let err = locker(&server).await.unwrap_err();
@@ -75,8 +72,8 @@ async fn connect_makes_the_schema_once_and_tells_what_to_fix() {
         matches!(
             err,
             LockError::UnknownFormat {
-                stored: 4,
-                ours: 3,
+                stored: 3,
+                ours: 2,
                 ..
             }
         ),
@@ -420,9 +417,10 @@ async fn a_waiter_outlasts_a_long_checked_in_transaction() {
 async fn behind_a_long_transaction(kind: LockKind) {
     let server = PostgresServer::start();
     let url = server.postgres_url();
-    let timeout = Duration::from_millis(500);
-    let holder = Locker::builder().timeout(timeout).postgres(&url).await;
-    let holder = holder.unwrap();
+    // The waiter's statements are bounded by 1 s: a wait on the row would
+    // end then.
+    let timeout = Duration::from_secs(1);
+    let holder = Locker::builder().postgres(&url).await.unwrap();
     let waiter = Locker::builder().timeout(timeout).postgres(&url).await;
     let waiter = waiter.unwrap();
     let mut db = server.client().await;
@@ -433,8 +431,8 @@ async fn behind_a_long_transaction(kind: LockKind) {
         let next = request_of(kind, &waiter, "account:8").wait(Duration::from_secs(10));
         next.await.map(|g| (g, Instant::now()))
     });
-    // Open for 4 x the timeout: a wait on the row would have ended by then.
-    tokio::time::sleep(timeout * 4).await;
+    // Open for 3 x the timeout: a wait on the row would have ended by then.
+    tokio::time::sleep(timeout * 3).await;
     assert!(
         !taker.is_finished(),
         "{kind:?}: the waiter stopped beside an open checked-in transaction: {:?}",

@@ -321,11 +321,11 @@ async fn a_release_a_master_missed_is_sent_again_once_it_is_back() {
 
 /// A force-release that reaches two masters late takes nothing a waiter was
 /// granted meanwhile. The holder has masters 0 and 1 (a majority), not 2;
-/// the operator's requests to 1 and 2 wait in proxies. A force-release that
-/// removed whatever each master held, sent to all at once, ended the lease
-/// on master 0 first, which woke the waiter, granted on 0 and 2; landing
-/// late, it then took the waiter's lease on 2 away, and another Locker got
-/// a majority beside the waiter.
+/// the force-release's removal waits in proxies on the way to 1 and 2 (its
+/// reads pass). Its removal on master 0 wakes the waiter, granted on 0 and
+/// 2. A removal of whatever each master held then took the waiter's lease
+/// on 2 away when it landed, and another Locker got a majority beside the
+/// waiter; a removal by the holder's owner value leaves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_release_that_lands_late_keeps_what_a_waiter_was_granted() {
     let masters = start(3);
@@ -348,6 +348,9 @@ async fn a_force_release_that_lands_late_keeps_what_a_waiter_was_granted() {
         .timeout(Duration::from_secs(10))
         .redlock(&urls);
     let operator = operator.await.unwrap();
+    // Its reads' script loaded everywhere: a force-release's first request
+    // naming the key on each master is its read.
+    assert_eq!(operator.inspect("forced").await.unwrap().holders.len(), 1);
     let direct: Vec<String> = masters.iter().map(RedisServer::url).collect();
     let direct: Vec<&str> = direct.iter().map(String::as_str).collect();
     let backend = RedLockBackend::connect(&direct, Duration::from_secs(2))
@@ -356,32 +359,28 @@ async fn a_force_release_that_lands_late_keeps_what_a_waiter_was_granted() {
     let counts = Counting::new(Arc::new(backend));
     let waiter = Locker::builder().ttl(TTL).backend(counts.clone()).unwrap();
     let other = redlock(&masters, Locker::builder()).await;
-    let mut waiting =
+    let waiting =
         tokio::spawn(async move { waiter.lock("forced").wait(Duration::from_secs(20)).await });
     // Refused twice (before and after subscribing): it waits.
     counts.acquires_reach(2).await;
 
     for proxy in &late {
-        proxy.hold();
+        proxy.hold_from(keys.lease(), 1);
     }
     let forcing = tokio::spawn(async move { operator.force_release("forced").await });
     for proxy in &late {
         proxy.requests_hold(keys.lease()).await;
     }
-    // Whatever reached master 0 alone has done its work: a waiter it woke
-    // is granted now (none is, where nothing is removed before all masters
-    // are asked).
-    let early = tokio::time::timeout(Duration::from_secs(1), &mut waiting).await;
+    // Master 0 ended the holder's lease and woke the waiter.
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    let granted = granted.expect("the waiter was not woken").unwrap();
+    let granted = granted.expect("the waiter is granted");
     for proxy in &late {
         proxy.release();
     }
     let forced = forcing.await.unwrap().expect("the force-release");
     assert_eq!(forced.removed, 1, "{forced:?}");
-    let granted = match early {
-        Ok(granted) => granted,
-        Err(_) => waiting.await,
-    };
-    let granted = granted.unwrap().expect("the waiter is granted");
+    assert!(Some(granted.token()) > forced.tokens_up_to, "{forced:?}");
     let beside = other.try_lock("forced").await.unwrap();
     assert!(
         beside.is_none(),

@@ -11,7 +11,7 @@ use tokio_postgres::{Config, NoTls};
 use super::errors::bounded;
 use super::listen::Listener;
 use super::poll::Poll;
-use super::schema::{FORMAT, Schema, UPGRADES_FROM};
+use super::schema::{FORMAT, Schema};
 use super::transport::Transport;
 use super::{Connections, PostgresBackend, Statements, Wakeups, checkout, column};
 use crate::store_error::{Refusal, StoreError};
@@ -106,28 +106,37 @@ impl PostgresBackend {
         )
         .await?;
         let exists = exists.first().map(|row| column(row, 0)).transpose()?;
-        let stored: Option<i32> = if exists == Some(true) {
+        // The format, and whether the functions are this client's.
+        let stored: Option<(i32, bool)> = if exists == Some(true) {
             let rows = bounded(
                 timeout,
                 false,
                 client.query_typed(&schema.format_query(), &[]),
             )
             .await?;
-            let version = rows.first().map(|row| column(row, 0)).transpose()?;
-            Some(version.unwrap_or(0))
+            let row = rows.first();
+            let version = row.map(|row| column(row, 0)).transpose()?;
+            let newest = row.map(|row| column(row, 1)).transpose()?;
+            Some((version.unwrap_or(0), newest.unwrap_or(false)))
         } else {
             None
         };
         match stored {
-            Some(version) if version == FORMAT as i32 => {}
-            // The same tables: the DDL replaces the functions.
-            Some(version)
-                if settings.create_schema
-                    && (UPGRADES_FROM as i32..FORMAT as i32).contains(&version) =>
-            {
-                create(&client, &schema, timeout).await?;
+            Some((version, true)) if version == FORMAT as i32 => {}
+            // The same tables with older functions: the DDL replaces them
+            // (an older client calls the new ones alike).
+            Some((version, false)) if version == FORMAT as i32 => {
+                if settings.create_schema {
+                    create(&client, &schema, timeout).await?;
+                } else {
+                    tracing::warn!(
+                        schema = %schema.name,
+                        "the schema's lock functions are older than this client's: run what \
+                         `lockctl schema` prints (until then a force-release fails)"
+                    );
+                }
             }
-            Some(version) => {
+            Some((version, _)) => {
                 let stored = u32::try_from(version).unwrap_or(0);
                 return Err(StoreError::refused(
                     Refusal::UnknownFormat {
@@ -198,8 +207,8 @@ impl PostgresBackend {
         })
     }
 
-    /// The DDL that makes `namespace`'s tables and functions (format 3, or
-    /// up to it from format 2),
+    /// The DDL that makes `namespace`'s tables and functions (format 2; on
+    /// a schema with older functions, it replaces them),
     /// and the grants `role` then needs to lock: for databases whose
     /// schema changes are run by hand (`lockctl schema`).
     pub fn schema_sql(namespace: &str, role: &str) -> Result<(String, String), StoreError> {

@@ -2,7 +2,7 @@
 //! with the format version they carry.
 //!
 //! ```text
-//! "<namespace>".format   one row: the format version (3)
+//! "<namespace>".format   one row: the format version (2)
 //! "<namespace>".tokens   the sequence tokens are drawn from
 //! "<namespace>".leases   one row per held plain lock: its stored name, the
 //!                        owner value, token, expiry (server clock), when it
@@ -19,7 +19,7 @@
 //! "<namespace>".take(name, owner, mode, size, ttl_ms)
 //!                        -> (token, place, wait_ms, queued, size)
 //! "<namespace>".give(name, owner) -> live
-//! "<namespace>".force_release(lease, names) -> (removed, up_to)
+//! "<namespace>".force_release_all(lease, names) -> (removed, up_to)
 //! ```
 //!
 //! Releases someone may wait for are sent with `NOTIFY` on the channel
@@ -31,14 +31,13 @@ use tokio_postgres::types::Type;
 
 use crate::store_error::{Refusal, StoreError};
 
-/// The format of the tables and functions this client reads and calls.
-/// Format 3 has format 2's tables: its DDL brings a format 2 schema up to
-/// it (format 3's acquire and take do not wait for a row that a checked-in
-/// transaction holds).
-pub(crate) const FORMAT: u32 = 3;
+/// The format of the tables this client reads and writes.
+pub(crate) const FORMAT: u32 = 2;
 
-/// The oldest format whose tables this client's DDL brings up to [`FORMAT`].
-pub(crate) const UPGRADES_FROM: u32 = 2;
+/// The function this client's DDL added last: a schema of this format
+/// without it has older functions, which the DDL replaces (clients of the
+/// same format call the functions they both know alike).
+pub(crate) const NEWEST_FUNCTION: &str = "force_release_all(text, text[])";
 
 /// How often a waiter asks again for a lock whose holder is past its expiry
 /// but kept by a checked-in transaction (nothing notifies its end).
@@ -102,9 +101,13 @@ impl Schema {
         format!("SELECT to_regclass('{}.format') IS NOT NULL", self.quoted())
     }
 
-    /// The format of the namespace's tables.
+    /// The format of the namespace's tables, and whether it has this
+    /// client's newest function.
     pub(super) fn format_query(&self) -> String {
-        format!("SELECT version FROM {}.format", self.quoted())
+        format!(
+            "SELECT version, to_regprocedure('{s}.{NEWEST_FUNCTION}') IS NOT NULL FROM {s}.format",
+            s = self.quoted()
+        )
     }
 
     /// The DDL that makes the namespace's tables and functions, run in one
@@ -120,7 +123,6 @@ CREATE TABLE IF NOT EXISTS {s}.format (
     one boolean PRIMARY KEY DEFAULT true CHECK (one)
 );
 INSERT INTO {s}.format (version) VALUES ({FORMAT}) ON CONFLICT DO NOTHING;
-UPDATE {s}.format SET version = {FORMAT} WHERE version >= {UPGRADES_FROM} AND version < {FORMAT};
 CREATE SEQUENCE IF NOT EXISTS {s}.tokens;
 -- An interval in whole milliseconds, rounded up, none below zero.
 CREATE OR REPLACE FUNCTION {s}.ms(p_span interval) RETURNS bigint
@@ -242,8 +244,11 @@ BEGIN
         -- release notifies. A lease that ran out under such a transaction
         -- is asked for again within {LOCKED_POLL_MS} ms; a row gone since
         -- at once.
-        UPDATE {s}.leases l SET waited = true WHERE l.name = p_name
-        RETURNING l.expires INTO v_expires;
+        SELECT l.expires, l.waited INTO v_expires, v_waited
+          FROM {s}.leases l WHERE l.name = p_name;
+        IF NOT v_waited THEN
+            UPDATE {s}.leases l SET waited = true WHERE l.name = p_name;
+        END IF;
         remaining_ms := coalesce({s}.wait_ms(v_expires), 0);
         RETURN;
     END IF;
@@ -504,14 +509,21 @@ $$;
 -- a wedged lock, and wakes every waiter (at the commit: none is granted
 -- before all are gone). The number of live ones removed, and the highest
 -- token among them (0 for none).
-DROP FUNCTION IF EXISTS {s}.force_release(text, text[]);
-CREATE FUNCTION {s}.force_release(p_lease text, p_names text[],
+CREATE OR REPLACE FUNCTION {s}.force_release_all(p_lease text, p_names text[],
     OUT o_removed bigint, OUT o_up_to bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_name text;
     v_gone record;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM {s}.read_committed();
+    END IF;
+    -- Every kind's transaction lock first (in one order, so two of these
+    -- cannot deadlock; a request takes one): no grant of any kind comes
+    -- between the deletes below.
+    PERFORM pg_advisory_xact_lock(hashtext('{channel}'), h)
+       FROM (SELECT DISTINCT hashtext(n) AS h FROM unnest(p_names || p_lease) n ORDER BY 1) l;
     o_removed := 0;
     o_up_to := 0;
     FOR v_gone IN DELETE FROM {s}.leases l WHERE l.name = p_lease
@@ -523,7 +535,6 @@ BEGIN
     END LOOP;
     PERFORM pg_notify('{channel}', p_lease);
     FOREACH v_name IN ARRAY p_names LOOP
-        PERFORM pg_advisory_xact_lock(hashtext('{channel}'), hashtext(v_name));
         FOR v_gone IN DELETE FROM {s}.holders h WHERE h.name = v_name
                       RETURNING h.owner, h.token, h.expires > clock_timestamp() AS live LOOP
             IF v_gone.live THEN
@@ -555,7 +566,7 @@ $$;
              GRANT EXECUTE ON FUNCTION {s}.ms(interval), {s}.wait_ms(timestamptz), {s}.bury(text), {s}.read_committed(), \
              {s}.sweep(), {s}.acquire(text, text, bigint), \
              {s}.release(text, text), {s}.take(text, text, text, integer, bigint), \
-             {s}.give(text, text), {s}.force_release(text, text[]) TO {role};\n\
+             {s}.give(text, text), {s}.force_release_all(text, text[]) TO {role};\n\
              -- Behind a transaction pooler, the role's sessions must read committed:\n\
              -- ALTER ROLE {role} SET default_transaction_isolation = 'read committed';\n"
         )
@@ -683,9 +694,9 @@ $$;
         Sql { text, types: &[] }
     }
 
-    /// `SELECT * FROM <schema>.force_release($1, $2)`.
+    /// `SELECT * FROM <schema>.force_release_all($1, $2)`.
     pub(super) fn force_release(&self) -> Sql {
-        let text = format!("SELECT * FROM {}.force_release($1, $2)", self.quoted());
+        let text = format!("SELECT * FROM {}.force_release_all($1, $2)", self.quoted());
         Sql {
             text,
             types: &[Type::TEXT, Type::TEXT_ARRAY],

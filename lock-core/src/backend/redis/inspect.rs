@@ -8,7 +8,7 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 use super::keys::{channel, fence};
-use super::scripts::{FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
+use super::scripts::{FORCE_RELEASE_OWNER_SCRIPT, FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, once};
 use crate::backend::{LockKind, Operators};
@@ -79,6 +79,30 @@ fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
         seen.holders.push(found);
     }
     Some(seen)
+}
+
+impl<C> RedisBackend<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Ends `owner`'s plain lease of `keys` whatever it holds and wakes the
+    /// waiters (RedLock's force-release, master by master): the token of the
+    /// lease ended, `None` if `owner` did not hold it.
+    pub(crate) async fn force_release_owner(
+        &self,
+        keys: &StoredKeys,
+        owner: &str,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        let mut call = FORCE_RELEASE_OWNER_SCRIPT.key(keys.lease());
+        call.arg(owner)
+            .arg(channel(keys))
+            .arg(self.publish.command());
+        let ended = self.script::<String>(&call).await?.reply;
+        let token: u64 = ended
+            .parse()
+            .map_err(|_| unexpected("force_release_owner.lua"))?;
+        Ok((token > 0).then(|| FencingToken::new(token)))
+    }
 }
 
 impl<C> Operators for RedisBackend<C>

@@ -82,6 +82,10 @@ pub(super) static RAISE_SCRIPT: LazyLock<Script> =
 pub(super) static INSPECT_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/inspect.lua")));
 
+/// Ends one owner's lease, for a force-release over RedLock's masters.
+pub(super) static FORCE_RELEASE_OWNER_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/force_release_owner.lua")));
+
 /// Removes every holder and queue entry of a key, for operators.
 pub(super) static FORCE_RELEASE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));

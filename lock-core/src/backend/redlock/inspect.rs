@@ -9,7 +9,6 @@ use crate::backend::{Backend, LockKind, Operators, RedisBackend};
 use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
 use crate::keys::StoredKeys;
 use crate::store_error::StoreError;
-use crate::token::FencingToken;
 
 impl RedLockBackend {
     /// The answers of every master, or the error of too few.
@@ -66,13 +65,12 @@ impl Operators for RedLockBackend {
         Ok(lists.into_iter().flatten().collect())
     }
 
-    /// Ends, on every master, the leases of the owners any master lists,
-    /// each by its owner value as a release does. The masters are reached
-    /// one after another in effect, and the first one's release wakes the
-    /// waiters: one granted meanwhile holds under an owner value of its
-    /// own, which the masters reached later keep (a removal of whatever
-    /// each master held took that waiter's lease away there). The number
-    /// of owners whose lease a master ended.
+    /// Ends, on every master, the leases of the owners a quorum lists, each
+    /// by its owner value. The masters answer one by one, and the first
+    /// release wakes the waiters: one granted meanwhile holds under an owner
+    /// value of its own, which masters reached later keep (a removal of
+    /// whatever each master held took that waiter's lease away there). The
+    /// tokens are those of the leases ended, raised ones included.
     async fn force_release<'a>(
         &'a self,
         keys: &'a StoredKeys,
@@ -80,23 +78,22 @@ impl Operators for RedLockBackend {
         let inspect = |backend: &'a RedisBackend| Backend::inspect(backend, keys);
         let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
         let seen = self.quorum_of("the force-release", answers)?;
-        let mut listed: Vec<(&str, FencingToken)> = seen
+        let mut owners: Vec<&str> = seen
             .iter()
             .flat_map(|seen| seen.holders.iter())
             .filter(|holder| holder.kind == LockKind::Exclusive)
-            .map(|holder| (holder.owner.as_str(), holder.token))
+            .map(|holder| holder.owner.as_str())
             .collect();
-        listed.sort_unstable();
-        let up_to = listed.iter().map(|(_, token)| *token).max();
-        listed.dedup_by_key(|(owner, _)| *owner);
-        let mut removed = 0;
-        for (owner, _) in listed {
-            let release = |backend: &'a RedisBackend| {
-                Backend::release(backend, keys, LockKind::Exclusive, owner)
-            };
-            let answers = self.on_masters(&self.masters, self.timeout, release).await;
+        owners.sort_unstable();
+        owners.dedup();
+        let (mut removed, mut up_to) = (0, None);
+        for owner in owners {
+            let end = |backend: &'a RedisBackend| backend.force_release_owner(keys, owner);
+            let answers = self.on_masters(&self.masters, self.timeout, end).await;
             let ended = self.quorum_of("the force-release", answers)?;
-            removed += usize::from(ended.contains(&true));
+            let highest = ended.into_iter().flatten().max();
+            removed += usize::from(highest.is_some());
+            up_to = up_to.max(highest);
         }
         Ok(ForceReleased::new(removed, up_to))
     }

@@ -169,6 +169,7 @@ impl Operators for ZooKeeperBackend {
     async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
+        let mut changed = None;
         for _ in 0..FORCE_RELEASE_TRIES {
             let listed = listed_with_stats(&client, timeout, keys).await?;
             if listed.is_empty() {
@@ -186,26 +187,42 @@ impl Operators for ZooKeeperBackend {
             }
             match tokio::time::timeout(timeout, all.commit()).await {
                 Ok(Ok(_)) => return Ok(forced),
-                Ok(Err(MultiWriteError::OperationFailed { .. })) => {}
-                // No answer: the multi took all of them or none. One still
-                // standing as listed says none.
+                Ok(Err(MultiWriteError::OperationFailed { source, .. })) => changed = Some(source),
+                // No answer: the multi took all of them or none. Read after a
+                // sync (the session may have moved to a server behind it), one
+                // still standing as listed says none.
                 Ok(Err(MultiWriteError::RequestFailed { .. })) | Err(_) => {
+                    bounded(timeout, false, client.sync("/")).await?;
                     if !any_standing(&client, timeout, &listed).await? {
                         return Ok(forced);
                     }
                 }
             }
         }
-        Err(StoreError::new(
-            "the key's nodes changed under every try of the force-release: try it again",
-            false,
-        ))
+        Err(StoreError::new(KeptChanging(changed), false))
     }
 }
 
 /// How often a force-release lists and deletes again when a node changed
 /// between the two.
 const FORCE_RELEASE_TRIES: usize = 5;
+
+/// A force-release whose every try met a node that changed after it was
+/// listed; the cause is the last try's.
+#[derive(Debug)]
+struct KeptChanging(Option<Error>);
+
+impl std::fmt::Display for KeptChanging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the key's nodes changed under every try of the force-release: try it again")
+    }
+}
+
+impl std::error::Error for KeptChanging {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.as_ref().map(|err| err as _)
+    }
+}
 
 /// Every node under the key's parents, with its stat (one read of all).
 async fn listed_with_stats(
