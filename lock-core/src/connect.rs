@@ -11,7 +11,9 @@ use crate::backend::EtcdBackend;
 use crate::backend::PostgresBackend;
 #[cfg(feature = "zookeeper")]
 use crate::backend::ZooKeeperBackend;
-use crate::backend::{Backend, LockKind, MemoryBackend, RedLockBackend, RedisBackend};
+use crate::backend::{Backend, LockKind, MemoryBackend};
+#[cfg(feature = "redis")]
+use crate::backend::{RedLockBackend, RedisBackend};
 use crate::builder::LockerBuilder;
 use crate::error::{LockError, Operation};
 use crate::keys::StoredKeys;
@@ -82,7 +84,7 @@ impl LockerBuilder {
             "etcd" => self.etcd_url(url).await,
             "zk" => self.zookeeper_url(url).await,
             "postgres" | "postgresql" => self.postgres_url(url).await,
-            _ if scheme.starts_with("redis") => self.redis(url).await,
+            _ if scheme.starts_with("redis") => self.redis_url(url).await,
             _ => {
                 let source = StoreError::refused(
                     Refusal::UnsupportedScheme(scheme.to_owned()),
@@ -127,6 +129,17 @@ impl LockerBuilder {
     #[cfg(not(feature = "etcd"))]
     async fn etcd_url(self, _url: &str) -> Result<Locker, LockError> {
         Err(feature_off("etcd", "etcd"))
+    }
+
+    #[cfg(feature = "redis")]
+    async fn redis_url(self, url: &str) -> Result<Locker, LockError> {
+        self.redis(url).await
+    }
+
+    #[cfg(not(feature = "redis"))]
+    async fn redis_url(self, url: &str) -> Result<Locker, LockError> {
+        let scheme = url.split_once("://").map_or("redis", |(scheme, _)| scheme);
+        Err(feature_off(scheme, "redis"))
     }
 
     /// A Locker on the ZooKeeper ensemble `connect_string` names
@@ -244,7 +257,7 @@ impl LockerBuilder {
             return self.connect(url.trim()).await;
         }
         if let Some(url) = named("REDIS_URL") {
-            return self.redis(url.trim()).await;
+            return self.redis_url(url.trim()).await;
         }
         tracing::warn!(
             "neither LOCK_URL nor REDIS_URL is set: locks use the in-process backend and hold within this process only"
@@ -280,6 +293,7 @@ impl LockerBuilder {
     /// `redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]`
     /// connects through Sentinel, as [`redis_sentinel`](Self::redis_sentinel)
     /// does, with the credentials and database for the master.
+    #[cfg(feature = "redis")]
     pub async fn redis(self, url: &str) -> Result<Locker, LockError> {
         #[cfg(feature = "tls")]
         let tls_roots = self.tls_roots.clone();
@@ -315,6 +329,7 @@ impl LockerBuilder {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "redis")]
     pub async fn redis_sentinel(
         self,
         master: &str,
@@ -341,6 +356,7 @@ impl LockerBuilder {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "redis")]
     pub async fn redis_cluster(self, nodes: &[&str]) -> Result<Locker, LockError> {
         let config = self.validated()?;
         let connect = RedisBackend::connect_cluster(nodes, config.timeout).await;
@@ -366,6 +382,7 @@ impl LockerBuilder {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg(feature = "redis")]
     pub async fn redlock(self, urls: &[&str]) -> Result<Locker, LockError> {
         let config = self.validated()?;
         let connect = RedLockBackend::connect(urls, config.timeout).await;
@@ -374,6 +391,15 @@ impl LockerBuilder {
 
     /// The Locker over a Redis backend just connected, once one round trip
     /// has checked the connection as a lock would use it.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "etcd",
+            feature = "zookeeper",
+            feature = "postgres"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) async fn checked(
         connect: Result<impl Backend, StoreError>,
         config: Config,
@@ -426,6 +452,7 @@ impl Locker {
     /// within the default timeout (2 s), and with a variant of its own for
     /// what no retry fixes (a bad URL, credentials, access rules): see
     /// [`LockerBuilder::redis`].
+    #[cfg(feature = "redis")]
     pub async fn redis(url: &str) -> Result<Locker, LockError> {
         Locker::builder().redis(url).await
     }

@@ -28,6 +28,15 @@ impl Pattern {
 
 /// The user key and kind of a stored name of namespace `namespace`
 /// (`<namespace>:{<escaped key>}:<kind>`), if it names one.
+#[cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "etcd",
+        feature = "zookeeper",
+        feature = "postgres"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn user_key_of(stored: &str, namespace: &str) -> Option<String> {
     let rest = stored.strip_prefix(namespace)?.strip_prefix(":{")?;
     let (escaped, kind) = rest.split_once('}')?;
@@ -92,16 +101,20 @@ impl Inspection {
 ///
 /// ```
 /// use lock_core::Locker;
+/// use lock_core::backend::MemoryBackend;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lock_core::LockError> {
-/// let locker = Locker::memory();
-/// let wedged = locker.lock("order:42").await?;
-/// let forced = locker.force_release("order:42").await?;
+/// // Two processes' Lockers on one store.
+/// let store = MemoryBackend::new();
+/// let wedged = Locker::builder().backend(store.clone())?;
+/// let operator = Locker::builder().backend(store)?;
+/// let stuck = wedged.lock("order:42").await?;
+/// let forced = operator.force_release("order:42").await?;
 /// assert_eq!(forced.removed, 1);
-/// assert_eq!(forced.tokens_up_to, Some(wedged.token()));
+/// assert_eq!(forced.tokens_up_to, Some(stuck.token()));
 /// // Granted after it: a higher token, and kept.
-/// let next = locker.lock("order:42").await?;
+/// let next = operator.lock("order:42").await?;
 /// assert!(Some(next.token()) > forced.tokens_up_to);
 /// # next.release().await
 /// # }

@@ -140,6 +140,15 @@ impl StoreError {
     /// `classify` (a store's own errors). `writes` says whether the request
     /// changes the store: a write that fails on the way or runs out of time
     /// may have been applied.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "etcd",
+            feature = "zookeeper",
+            feature = "postgres"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) async fn within<T, E>(
         timeout: Duration,
         writes: bool,

@@ -72,8 +72,8 @@ pub(crate) fn server_started(
 }
 
 /// Waits until `ready` holds for the server `child` runs as `what`,
-/// within `bound`, panicking with its `log` if it exits or takes longer
-/// (polled: a server has no readiness event a test can follow).
+/// within `bound`, panicking with the end of its `log` if it exits or takes
+/// longer (polled: a server has no readiness event a test can follow).
 pub(crate) fn wait_ready(
     child: &mut Option<Child>,
     what: &str,
@@ -81,20 +81,46 @@ pub(crate) fn wait_ready(
     bound: Duration,
     ready: impl Fn() -> bool,
 ) {
+    if let Err(failed) = try_wait_ready(child, what, log, bound, ready) {
+        panic!("{}", failed.told);
+    }
+}
+
+/// A server that did not come up: what to tell, and whether it exited
+/// because one of its ports was taken since it was found free (another
+/// test's server got it first), when starting it again on others helps.
+pub(crate) struct NotServing {
+    pub(crate) told: String,
+    pub(crate) port_taken: bool,
+}
+
+/// [`wait_ready`], answering what went wrong instead of panicking.
+pub(crate) fn try_wait_ready(
+    child: &mut Option<Child>,
+    what: &str,
+    log: &Path,
+    bound: Duration,
+    ready: impl Fn() -> bool,
+) -> Result<(), NotServing> {
     let deadline = Instant::now() + bound;
     while !ready() {
         let exited = child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-        if let Some(status) = exited {
-            panic!(
-                "{what} exited ({status}) before serving; its log: {}",
-                log.display()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not serve within {bound:?}; its log: {}",
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        let failed = match exited {
+            Some(status) => format!("{what} exited ({status}) before serving"),
+            None if Instant::now() >= deadline => format!("{what} did not serve within {bound:?}"),
+            None => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        // The log goes with its temp dir: its end is told here.
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let end = lines[lines.len().saturating_sub(20)..].join("\n");
+        return Err(NotServing {
+            port_taken: exited.is_some() && text.contains("Address already in use"),
+            told: format!("{failed}; the end of its log ({}):\n{end}", log.display()),
+        });
     }
+    Ok(())
 }

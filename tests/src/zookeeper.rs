@@ -11,7 +11,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::DelayProxy;
-use crate::process::{server_started, wait_ready};
+use crate::process::{NotServing, server_started, try_wait_ready};
 
 /// How long servers may take to start (a JVM) and form a quorum.
 const STARTUP: Duration = Duration::from_secs(60);
@@ -36,10 +36,18 @@ impl ZooKeeperServer {
         Self::ensemble(1).pop().expect("one server")
     }
 
-    /// An ensemble of `servers` servers, once every one serves.
+    /// An ensemble of `servers` servers, once every one serves (started
+    /// again on other ports if a port found free was taken meanwhile).
     pub fn ensemble(servers: usize) -> Vec<Self> {
-        let ports = crate::free_ports(3 * servers);
-        Self::ensemble_on(&ports, DEFAULT_SYNC_LIMIT, |_, to| ports[3 * to + 1])
+        for _ in 0..3 {
+            let ports = crate::free_ports(3 * servers);
+            match Self::try_ensemble_on(&ports, DEFAULT_SYNC_LIMIT, |_, to| ports[3 * to + 1]) {
+                Ok(all) => return all,
+                Err(failed) if failed.port_taken => continue,
+                Err(failed) => panic!("{}", failed.told),
+            }
+        }
+        panic!("ZooKeeper found its ports taken 3 times");
     }
 
     /// An ensemble of `servers` servers in which each server reaches each
@@ -80,6 +88,17 @@ impl ZooKeeperServer {
         sync_limit: u32,
         quorum_port: impl Fn(usize, usize) -> u16,
     ) -> Vec<Self> {
+        Self::try_ensemble_on(ports, sync_limit, quorum_port)
+            .unwrap_or_else(|failed| panic!("{}", failed.told))
+    }
+
+    /// [`ensemble_on`](Self::ensemble_on), answering what went wrong (the
+    /// servers started are stopped as they drop).
+    fn try_ensemble_on(
+        ports: &[u16],
+        sync_limit: u32,
+        quorum_port: impl Fn(usize, usize) -> u16,
+    ) -> Result<Vec<Self>, NotServing> {
         assert!(
             std::path::Path::new(JAR).exists(),
             "ZooKeeper is not installed: run scripts/test, or apt-get install zookeeper"
@@ -121,9 +140,9 @@ impl ZooKeeperServer {
             server.spawn();
         }
         for server in &mut all {
-            server.wait_serving();
+            server.try_serving()?;
         }
-        all
+        Ok(all)
     }
 
     fn spawn(&mut self) {
@@ -149,10 +168,16 @@ impl ZooKeeperServer {
     /// Waits until the server answers `srvr` as a member of a quorum
     /// (polled: ZooKeeper has no readiness event a test can follow).
     fn wait_serving(&mut self) {
+        if let Err(failed) = self.try_serving() {
+            panic!("{}", failed.told);
+        }
+    }
+
+    fn try_serving(&mut self) -> Result<(), NotServing> {
         let port = self.client_port;
         let log = self.dir.path().join("zookeeper.log");
         let serving = || four_letters(port, "srvr").is_some_and(|r| r.contains("Mode: "));
-        wait_ready(&mut self.child, "ZooKeeper", &log, STARTUP, serving);
+        try_wait_ready(&mut self.child, "ZooKeeper", &log, STARTUP, serving)
     }
 
     /// Whether the server serves clients (it is standalone, a leader or a

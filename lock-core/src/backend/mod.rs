@@ -34,7 +34,9 @@ pub mod memory;
 mod postgres;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
 mod queued;
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
 mod redlock;
 pub(crate) mod retry;
 mod store;
@@ -47,7 +49,9 @@ pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresBackend;
+#[cfg(feature = "redis")]
 pub use self::redis::{RedisBackend, RedisConnection};
+#[cfg(feature = "redis")]
 pub use self::redlock::RedLockBackend;
 pub use self::store::{Operators, Store};
 #[cfg(feature = "zookeeper")]

@@ -18,14 +18,17 @@
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
 mod redis;
 
+#[cfg(feature = "redis")]
 pub use self::redis::{RedisFence, record_key};
 
 use crate::error::LockError;
 use crate::token::FencingToken;
 
 /// The error for a write with `token` on `resource` where `newest` was seen.
+#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
 pub(crate) fn stale(resource: &str, token: FencingToken, newest: FencingToken) -> LockError {
     LockError::StaleToken {
         resource: LockError::shown(resource),
