@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use crate::process::{server_started, wait_ready};
+use crate::free_ports;
+use crate::process::{NotServing, server_started, try_wait_ready};
 
 /// What `GET /health` says of a cluster with a leader.
 const HEALTHY: &str = "\"health\":\"true\"";
@@ -37,8 +38,20 @@ impl EtcdServer {
     }
 
     /// A cluster of `members` members, once it has a leader and every
-    /// member serves.
+    /// member serves (started again on other ports if a port found free was
+    /// taken meanwhile).
     pub fn cluster(members: usize) -> Vec<Self> {
+        for _ in 0..3 {
+            match Self::try_cluster(members) {
+                Ok(servers) => return servers,
+                Err(failed) if failed.port_taken => continue,
+                Err(failed) => panic!("{}", failed.told),
+            }
+        }
+        panic!("etcd found its ports taken 3 times");
+    }
+
+    fn try_cluster(members: usize) -> Result<Vec<Self>, NotServing> {
         let ports = free_ports(2 * members);
         let ports: Vec<(u16, u16)> = ports.chunks(2).map(|pair| (pair[0], pair[1])).collect();
         // A token of its own: members of another test's cluster that got
@@ -67,9 +80,9 @@ impl EtcdServer {
             server.spawn("new");
         }
         for server in &mut servers {
-            server.wait_healthy();
+            server.try_healthy()?;
         }
-        servers
+        Ok(servers)
     }
 
     fn spawn(&mut self, state: &str) {
@@ -104,10 +117,16 @@ impl EtcdServer {
     /// Waits until the member answers `GET /health` with a healthy cluster
     /// (polled: etcd has no readiness event a test can follow).
     fn wait_healthy(&mut self) {
+        if let Err(failed) = self.try_healthy() {
+            panic!("{}", failed.told);
+        }
+    }
+
+    fn try_healthy(&mut self) -> Result<(), NotServing> {
         let (port, what) = (self.client_port, format!("etcd {}", self.name));
         let log = self.dir.path().join("etcd.log");
         let healthy = || http_get(port, "/health").is_some_and(|r| r.contains(HEALTHY));
-        wait_ready(&mut self.child, &what, &log, STARTUP, healthy);
+        try_wait_ready(&mut self.child, &what, &log, STARTUP, healthy)
     }
 
     /// Whether the member says the cluster is healthy (it has a leader).
@@ -203,18 +222,6 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     let mut reply = String::new();
     let _ = stream.read_to_string(&mut reply);
     Some(reply)
-}
-
-/// `n` distinct free loopback ports: every listener is held until all are
-/// picked, so none comes up twice.
-pub(crate) fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().expect("local addr").port())
-        .collect()
 }
 
 impl Drop for EtcdServer {

@@ -27,7 +27,7 @@ impl PgBouncer {
     pub fn start() -> Self {
         let postgres = PostgresServer::start();
         let dir = crate::scratch_dir("lock-testkit-pgbouncer-");
-        let port = crate::server::free_port();
+        let port = crate::free_port();
         let ini = format!(
             "[databases]\n\
              postgres = host=127.0.0.1 port={pg} dbname=postgres user=postgres\n\

@@ -121,7 +121,7 @@ impl PostgresServer {
         };
         server.copy_template();
         for _ in 0..5 {
-            server.port = crate::server::free_port();
+            server.port = crate::free_port();
             if server.try_start() {
                 return server;
             }

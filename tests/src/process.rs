@@ -118,7 +118,7 @@ pub(crate) fn try_wait_ready(
         let lines: Vec<&str> = text.lines().collect();
         let end = lines[lines.len().saturating_sub(20)..].join("\n");
         return Err(NotServing {
-            port_taken: exited.is_some() && text.contains("Address already in use"),
+            port_taken: exited.is_some() && text.to_lowercase().contains("address already in use"),
             told: format!("{failed}; the end of its log ({}):\n{end}", log.display()),
         });
     }

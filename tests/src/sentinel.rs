@@ -7,7 +7,8 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tokio::time::Instant;
 
-use crate::server::{free_port, spawn_until};
+use crate::free_port;
+use crate::server::spawn_until;
 use crate::{RedisServer, ServerOptions};
 
 /// The name the sentinels know the master by.

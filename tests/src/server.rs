@@ -1,12 +1,13 @@
 //! [`RedisServer`]: one `redis-server` process owned by a test.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use tempfile::TempDir;
+
+use crate::free_port;
 
 /// How long a server may take to say it is ready.
 const STARTUP: Duration = Duration::from_secs(20);
@@ -84,11 +85,6 @@ pub struct RedisServer {
     options: ServerOptions,
     dir: TempDir,
     child: Option<Child>,
-}
-
-pub(crate) fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free loopback port");
-    listener.local_addr().expect("local addr").port()
 }
 
 /// Writes `ca.crt` and `server.crt`/`server.key` (for 127.0.0.1, signed by
