@@ -208,7 +208,7 @@ impl ClusterSet {
     }
 
     /// The ports of the masters.
-    async fn master_ports(&self) -> Vec<u16> {
+    pub async fn master_ports(&self) -> Vec<u16> {
         let mut ports = Vec::new();
         for node in &self.nodes {
             let mut conn = node.connection().await;

@@ -275,6 +275,10 @@ impl RedisServer {
             args.extend([
                 "--cluster-enabled".into(),
                 "yes".into(),
+                // A replica's first sync at once, not after 5 s: a test
+                // starts with its replicas in step.
+                "--repl-diskless-sync-delay".into(),
+                "0".into(),
                 "--cluster-config-file".into(),
                 self.dir.path().join("nodes.conf").display().to_string(),
             ]);

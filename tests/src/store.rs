@@ -177,6 +177,14 @@ impl TestStore {
                 let left = postgres_live_leases(server).await;
                 assert!(left.is_empty(), "live leases left in PostgreSQL: {left:?}");
             }
+            // Replicas follow their masters a moment later: the masters say
+            // what the store keeps.
+            TestStore::Cluster(cluster) => {
+                let masters = cluster.master_ports().await;
+                let nodes = cluster.nodes().iter();
+                let masters = nodes.filter(|node| masters.contains(&node.port()));
+                crate::assert_nothing_left(masters).await;
+            }
             _ => crate::assert_nothing_left(self.servers()).await,
         }
     }
