@@ -115,9 +115,7 @@ async fn exclusion_of(store: &TestStore, kind: Sole) {
 
 pub async fn tokens_strictly_increase(store: TestStore) {
     let a = store.locker().await;
-    let (b, _) = store
-        .locker_with(|l| l.ttl(Duration::from_millis(200)).watchdog(false))
-        .await;
+    let b = store.locker().await;
     let mut last = FencingToken::new(0);
     for i in 0..20 {
         let locker = if i % 2 == 0 { &a } else { &b };
@@ -126,8 +124,12 @@ pub async fn tokens_strictly_increase(store: TestStore) {
         last = guard.token();
         guard.release().await.unwrap();
     }
-    // Also after a lease ran out instead of being released.
-    let expiring = b.lock("tokens").await.unwrap();
+    // Also after a lease ran out instead of being released (a short one,
+    // unrenewed: its end is what is tested here).
+    let (short, _) = store
+        .locker_with(|l| l.ttl(Duration::from_millis(200)).watchdog(false))
+        .await;
+    let expiring = short.lock("tokens").await.unwrap();
     let first = expiring.token();
     let _ = expiring.lost().await;
     let next = a.lock("tokens").await.unwrap();
@@ -287,7 +289,7 @@ pub async fn an_unrenewed_lock_ends_at_its_ttl_beside_a_renewed_one(store: TestS
 }
 
 pub async fn renewals_stop_on_release_and_drop(store: TestStore) {
-    let ttl = Duration::from_millis(600);
+    let ttl = Duration::from_secs(1);
     let (locker, counts) = store.locker_with(|l| l.ttl(ttl)).await;
     let released = locker.lock("renewed:1").await.unwrap();
     let dropped = locker.lock("renewed:2").await.unwrap();
@@ -752,8 +754,9 @@ pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStor
 }
 
 pub async fn max_hold_stops_renewal(store: TestStore) {
-    let ttl = Duration::from_millis(300);
-    let max_hold = Duration::from_millis(600);
+    // Leases a loaded machine renews in time: the bound is what is tested.
+    let ttl = Duration::from_secs(1);
+    let max_hold = Duration::from_secs(2);
     let (locker, _) = store.locker_with(|l| l.ttl(ttl).max_hold(max_hold)).await;
     let started = Instant::now();
     let guard = locker.lock("bounded").await.unwrap();
