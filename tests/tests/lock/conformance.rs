@@ -704,11 +704,10 @@ pub async fn if_held_skip_never_waits(store: TestStore) {
 /// stays held until then, renewed, and is given back at that time, not at
 /// its ttl.
 pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStore) {
-    let hold = Duration::from_millis(1500);
-    // A short lease: kept past it only by its renewals.
-    let (locker, _) = store
-        .locker_with(|l| l.ttl(Duration::from_millis(300)))
-        .await;
+    let hold = Duration::from_secs(3);
+    // A lease shorter than the hold (one a loaded machine still renews in
+    // time): kept past it only by its renewals.
+    let (locker, _) = store.locker_with(|l| l.ttl(Duration::from_secs(1))).await;
     let other = store.locker().await;
     // A hold the lease cannot last, and one on a multi-lock, are refused.
     let unrenewed = locker.lock("job:held").watchdog(false).hold_at_least(hold);
