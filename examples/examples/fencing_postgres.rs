@@ -95,7 +95,7 @@ async fn write(
     let failed = |e| LockError::Unavailable {
         key: "accounts[7]".into(),
         op: lock_core::Operation::FencedWrite,
-        source: lock_core::StoreError::new(e, true),
+        source: lock_core::StoreError::in_doubt(e),
     };
     match mode {
         Mode::Fenced => {

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockError, Locker, distributed_lock};
+use lock_core::{FencingToken, LockError, Locker, Outcome, distributed_lock};
 use tokio::time::Instant;
 
 const TICKS: u64 = 6;
@@ -21,10 +21,10 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// The nightly report, once per tick across the fleet. It is kept at least
 /// 700 ms, so a replica whose timer runs a little late skips it too.
 #[distributed_lock(key = "job:report", locker = locker, if_held = "skip", hold_at_least = "700ms")]
-async fn report(locker: &Locker) -> Result<Option<FencingToken>, LockError> {
+async fn report(locker: &Locker) -> Result<Outcome<FencingToken>, LockError> {
     let token = FencingToken::current().expect("inside the lock");
     // The job's work would go here, its writes fenced with `token`.
-    Ok(Some(token))
+    Ok(token)
 }
 
 /// One replica: its own timer, `TICKS` times.
@@ -33,8 +33,8 @@ async fn replica(name: &'static str, locker: Locker, start: Instant, late: Durat
     for tick in 0..TICKS {
         timer.tick().await;
         match report(&locker).await {
-            Ok(Some(token)) => println!("tick {tick}: ran on {name} with token {token}"),
-            Ok(None) => println!("tick {tick}: skipped on {name}"),
+            Ok(Outcome::Ran(token)) => println!("tick {tick}: ran on {name} with token {token}"),
+            Ok(Outcome::Skipped) => println!("tick {tick}: skipped on {name}"),
             Err(err) => println!("tick {tick}: failed on {name}: {err}"),
         }
     }

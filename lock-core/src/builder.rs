@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::backend::stored_keys::validate_namespace;
 use crate::error::LockError;
-use crate::keys::validate_namespace;
 use crate::locker::{Config, MIN_TTL};
 
 /// Builds a [`Locker`](crate::Locker) with non-default settings.

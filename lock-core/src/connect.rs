@@ -11,14 +11,15 @@ use crate::backend::EtcdBackend;
 use crate::backend::PostgresBackend;
 #[cfg(feature = "zookeeper")]
 use crate::backend::ZooKeeperBackend;
-use crate::backend::{Backend, LockKind, MemoryBackend};
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Backend, MemoryBackend};
 #[cfg(feature = "redis")]
 use crate::backend::{RedLockBackend, RedisBackend};
 use crate::builder::LockerBuilder;
 use crate::error::{LockError, Operation};
-use crate::keys::StoredKeys;
+use crate::error::{Refusal, StoreError};
+use crate::kind::LockKind;
 use crate::locker::{Config, Locker, MIN_TTL};
-use crate::store_error::{Refusal, StoreError};
 
 impl Locker {
     /// A Locker on the store `url` names, with default settings: Redis

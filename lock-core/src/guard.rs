@@ -16,6 +16,7 @@ use crate::token::FencingToken;
 /// What locked code does when its lease is lost while it runs: the choice
 /// of `#[distributed_lock(on_lost = "...")]` and of `LockLayer::on_lost`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum OnLost {
     /// Stop it: drop its future and fail with [`LockError::Lost`] (a layer
     /// answers with its lost-lease rejection). The default.

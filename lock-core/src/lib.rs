@@ -110,46 +110,69 @@
 //!   with the key and token as fields; with feature `metrics`, counters and a
 //!   wait-time histogram through the `metrics` facade.
 
-#[doc(hidden)]
-#[path = "private.rs"]
-pub mod __private;
-mod acquire;
-#[cfg(feature = "axum")]
-pub mod axum;
-pub mod backend;
-mod builder;
-mod connect;
+#![deny(missing_debug_implementations)]
+
+// The house, floor by floor: each module imports only from its own floor
+// and those below it (CONTRIBUTING.md, "Where a change belongs").
+// 1 vocabulary: tokens, kinds, errors (LockError and the StoreError it
+//   carries), owner values, holder records, deadlines.
+// 2 stores: the store boundary (`backend`: traits, stored names, attempts,
+//   per-key shards) and one folder per store.
+// 3 core: the Locker, its builder and connect, acquisition, leases and the
+//   watchdog, the process-local queues, the task scope.
+// 4 kinds and operators: requests per kind, multi-locks, elections,
+//   operators' calls, fenced writes, the macro's and axum's glue.
+
+// 1 vocabulary
 mod deadline;
-mod election;
 mod error;
-pub mod fence;
-mod global;
-mod guard;
 mod inspect;
-mod keys;
 mod kind;
-mod lease;
-mod local_queue;
-mod locker;
-mod multi;
-mod operators;
-mod options;
+mod outcome;
 mod owner;
-mod places;
-mod request;
-mod scope;
-mod sharded;
-mod store_error;
 mod telemetry;
 mod token;
 
+// 2 stores
+pub mod backend;
+
+// 3 core
+mod acquire;
+mod builder;
+mod connect;
+mod default_locker;
+mod fair_waiters;
+mod guard;
+mod lease;
+mod local_queue;
+mod locker;
+mod options;
+mod scope;
+
+// 4 kinds and operators
+#[cfg(feature = "axum")]
+pub mod axum;
+mod election;
+pub mod fence;
+mod macro_support;
+mod multi;
+mod operators;
+mod request;
+
+/// What the expansion of `#[distributed_lock]` calls: not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::macro_support::*;
+}
+
+pub use backend::stored_keys::MAX_KEY_LEN;
 pub use builder::LockerBuilder;
-pub use election::{Election, Leader, LeaderChanges, Leadership};
+pub use default_locker::{install, installed};
+pub use election::{Campaign, Election, Leader, LeaderChanges, Leadership};
+pub use error::StoreError;
 pub use error::{LockError, LossReason, Operation};
-pub use global::{install, installed};
 pub use guard::{LockGuard, OnLost};
 pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED};
-pub use keys::MAX_KEY_LEN;
 pub use kind::LockKind;
 pub use lease::Lease;
 #[cfg(feature = "macros")]
@@ -160,9 +183,9 @@ pub use locker::{
 };
 pub use multi::{LockAllFuture, LockAllRequest, MultiGuard};
 pub use options::LockOptions;
+pub use outcome::Outcome;
 pub use owner::MAX_VALUE_LEN;
 pub use request::LockFuture;
 pub use request::{LockRequest, MAX_PERMITS_OR_SEGMENTS};
 pub use scope::Scoped;
-pub use store_error::StoreError;
 pub use token::FencingToken;

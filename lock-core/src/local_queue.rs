@@ -14,9 +14,9 @@ use std::sync::{Arc, MutexGuard};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::keys::{KeyMap, StoredKeys};
-use crate::places::Place;
-use crate::sharded::Sharded;
+use crate::backend::key_shards::KeyShards;
+use crate::backend::stored_keys::{KeyMap, StoredKeys};
+use crate::fair_waiters::FairPlace;
 
 /// Why a task is not at the front of its local queue.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub(crate) enum NoFront {
 /// The local queues of one Locker, by lock (sharded).
 #[derive(Debug)]
 pub(crate) struct LocalQueues {
-    map: Sharded<QueueMap>,
+    map: KeyShards<QueueMap>,
     max_waiters: usize,
 }
 
@@ -70,10 +70,10 @@ pub(crate) enum HeldFront {
     InQueue,
     /// None: every kind but the plain lock hands the front on once granted.
     HandedOn,
-    /// A fair request's place (it does not queue locally: see [`Places`]).
+    /// A fair request's place (it does not queue locally: see [`FairWaiters`]).
     ///
-    /// [`Places`]: crate::places::Places
-    Placed(Place),
+    /// [`FairWaiters`]: crate::fair_waiters::FairWaiters
+    Placed(FairPlace),
 }
 
 impl Drop for Front {
@@ -152,7 +152,7 @@ enum Found {
 impl LocalQueues {
     pub(crate) fn new(max_waiters: usize) -> Arc<Self> {
         Arc::new(LocalQueues {
-            map: Sharded::default(),
+            map: KeyShards::default(),
             max_waiters,
         })
     }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::backend::{Backend, LockKind};
+use crate::backend::Backend;
+use crate::backend::stored_keys::StoredKeys;
 use crate::error::LockError;
-use crate::keys::StoredKeys;
+use crate::fair_waiters::FairWaiters;
+use crate::kind::LockKind;
 use crate::lease::watchdog::Watchdogs;
 use crate::local_queue::LocalQueues;
 use crate::owner::OwnerPrefix;
-use crate::places::Places;
 
 /// Default lease length.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -66,7 +67,7 @@ struct LockerInner {
     queues: Arc<LocalQueues>,
     kind_queues: KindQueues,
     /// The fair requests, which do not queue locally: each asks the store at once.
-    fair: Arc<Places>,
+    fair: Arc<FairWaiters>,
     /// The queues that send fair requests' first tries one at a time per
     /// key, in call order.
     fair_sends: Arc<LocalQueues>,
@@ -113,7 +114,7 @@ impl Locker {
 
     /// The places of the fair requests, which do not queue locally: each asks the
     /// store at once.
-    pub(crate) fn fair_places(&self) -> &Arc<Places> {
+    pub(crate) fn fair_places(&self) -> &Arc<FairWaiters> {
         &self.inner.fair
     }
 
@@ -196,7 +197,7 @@ impl Locker {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),
                 queues: LocalQueues::new(config.max_waiters_per_key),
                 kind_queues: KindQueues::new(config.max_waiters_per_key),
-                fair: Places::new(config.max_waiters_per_key),
+                fair: FairWaiters::new(config.max_waiters_per_key),
                 fair_sends: LocalQueues::new(config.max_waiters_per_key),
                 watchdogs: Watchdogs::default(),
                 owner_prefix: OwnerPrefix::new(&config.label),
@@ -230,20 +231,20 @@ impl Locker {
     /// assert!(locker.check_key("order:42").is_ok());
     /// assert!(locker.check_key("").is_err());
     /// ```
-    pub fn check_key(&self, key: &str) -> Result<(), LockError> {
-        crate::keys::validate(key)
+    pub fn check_key(&self, key: impl AsRef<str>) -> Result<(), LockError> {
+        crate::backend::stored_keys::validate(key.as_ref())
     }
 
     /// The names the lock on `key` is stored under (feature `test-util`).
     #[cfg(feature = "test-util")]
-    pub fn stored_keys(&self, key: &str) -> Result<StoredKeys, LockError> {
-        StoredKeys::new(&self.inner.config.namespace, key)
+    pub fn stored_keys(&self, key: impl AsRef<str>) -> Result<StoredKeys, LockError> {
+        StoredKeys::new(&self.inner.config.namespace, key.as_ref())
     }
 
     /// Tasks of this Locker waiting in the local queue for `key` behind the
     /// one that holds or is taking it (for load shedding and metrics).
-    pub fn local_waiters(&self, key: &str) -> usize {
-        match StoredKeys::new(&self.inner.config.namespace, key) {
+    pub fn local_waiters(&self, key: impl AsRef<str>) -> usize {
+        match StoredKeys::new(&self.inner.config.namespace, key.as_ref()) {
             Ok(keys) => {
                 let shared = self.inner.kind_queues.all().map(|l| l.waiting(&keys));
                 self.inner.queues.waiting(&keys)

@@ -19,10 +19,10 @@ use std::time::Duration;
 use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
+use crate::backend::stored_keys::StoredKeys;
 use crate::error::LockError;
 use crate::error::LossReason;
 use crate::guard::LockGuard;
-use crate::keys::StoredKeys;
 use crate::lease::Status;
 use crate::locker::Locker;
 use crate::options::LockOptions;
@@ -204,7 +204,8 @@ impl MultiGuard {
     }
 
     /// The token of `key`, or `None` if `key` is not in the set.
-    pub fn token_of(&self, key: &str) -> Option<FencingToken> {
+    pub fn token_of(&self, key: impl AsRef<str>) -> Option<FencingToken> {
+        let key = key.as_ref();
         let at = self.guards.binary_search_by(|g| g.key().cmp(key)).ok()?;
         Some(self.guards[at].token())
     }

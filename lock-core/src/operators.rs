@@ -1,9 +1,9 @@
 //! The operators' calls on a [`Locker`]: what holds a key, which keys are
 //! held, and breaking a lock by force.
 
+use crate::backend::stored_keys::StoredKeys;
 use crate::error::{LockError, Operation};
 use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern};
-use crate::keys::StoredKeys;
 use crate::locker::Locker;
 use crate::token::FencingToken;
 
@@ -14,7 +14,8 @@ impl Locker {
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
-    pub async fn inspect(&self, key: &str) -> Result<Inspection, LockError> {
+    pub async fn inspect(&self, key: impl AsRef<str>) -> Result<Inspection, LockError> {
+        let key = key.as_ref();
         let keys = StoredKeys::new(self.namespace(), key)?;
         let backend = &self.backend();
         backend
@@ -30,7 +31,8 @@ impl Locker {
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
-    pub async fn held_keys(&self, pattern: &str) -> Result<Vec<String>, LockError> {
+    pub async fn held_keys(&self, pattern: impl AsRef<str>) -> Result<Vec<String>, LockError> {
+        let pattern = pattern.as_ref();
         let namespace = self.namespace();
         let matching = Pattern::new(pattern);
         let mut keys = self
@@ -63,7 +65,8 @@ impl Locker {
     /// # Cancel safety
     /// Not cancel safe: dropped midway, some entries may be gone and others
     /// not; call it again.
-    pub async fn force_release(&self, key: &str) -> Result<ForceReleased, LockError> {
+    pub async fn force_release(&self, key: impl AsRef<str>) -> Result<ForceReleased, LockError> {
+        let key = key.as_ref();
         let keys = StoredKeys::new(self.namespace(), key)?;
         let forced = self
             .backend()

@@ -17,16 +17,19 @@ use crate::locker::{Config, MIN_TTL};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lock_core::LockError> {
-/// let quick = LockOptions {
-///     wait: Some(Duration::from_millis(200)),
-///     ..LockOptions::default()
-/// };
+/// let quick = LockOptions::new().wait(Duration::from_millis(200));
+/// assert_eq!(quick.wait, Some(Duration::from_millis(200)));
+/// assert_eq!(quick.ttl, None); // the Locker's
 /// let locker = Locker::memory();
 /// let guard = locker.lock("order:42").options(quick).await?;
 /// guard.release().await
 /// # }
 /// ```
+///
+/// Its fields are public to read; it is built with [`new`](Self::new) and
+/// the setters, so that an option added later is not a breaking change.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LockOptions {
     /// Lease length (at least 30 ms; shorter values are raised to it).
     pub ttl: Option<Duration>,
@@ -50,6 +53,70 @@ pub(crate) struct Settings {
 }
 
 impl LockOptions {
+    /// No option set: every one is the request's (or the Locker's).
+    ///
+    /// ```
+    /// assert_eq!(lock_core::LockOptions::new(), lock_core::LockOptions::default());
+    /// ```
+    pub const fn new() -> Self {
+        LockOptions {
+            ttl: None,
+            wait: None,
+            watchdog: None,
+            hold_at_least: None,
+        }
+    }
+
+    /// Sets the lease length ([`LockRequest::ttl`](crate::LockRequest::ttl)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let options = lock_core::LockOptions::new().ttl(Duration::from_secs(10));
+    /// assert_eq!(options.ttl, Some(Duration::from_secs(10)));
+    /// ```
+    pub const fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Sets the wait for a held lock ([`LockRequest::wait`](crate::LockRequest::wait)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let options = lock_core::LockOptions::new().wait(Duration::ZERO); // try once
+    /// assert_eq!(options.wait, Some(Duration::ZERO));
+    /// ```
+    pub const fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Sets whether the lease is renewed ([`LockRequest::watchdog`](crate::LockRequest::watchdog)).
+    ///
+    /// ```
+    /// let options = lock_core::LockOptions::new().watchdog(false);
+    /// assert_eq!(options.watchdog, Some(false));
+    /// ```
+    pub const fn watchdog(mut self, watchdog: bool) -> Self {
+        self.watchdog = Some(watchdog);
+        self
+    }
+
+    /// Sets the least hold ([`LockRequest::hold_at_least`](crate::LockRequest::hold_at_least)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let options = lock_core::LockOptions::new().hold_at_least(Duration::from_secs(60));
+    /// assert_eq!(options.hold_at_least, Some(Duration::from_secs(60)));
+    /// ```
+    pub const fn hold_at_least(mut self, hold: Duration) -> Self {
+        self.hold_at_least = Some(hold);
+        self
+    }
+
     /// These options over `other`: each one set here wins.
     pub(crate) fn over(self, other: LockOptions) -> LockOptions {
         LockOptions {

@@ -196,7 +196,7 @@ impl FencingToken {
     /// guard.release().await
     /// # }
     /// ```
-    pub fn current_for(key: &str) -> Option<FencingToken> {
-        token_for(key)
+    pub fn current_for(key: impl AsRef<str>) -> Option<FencingToken> {
+        token_for(key.as_ref())
     }
 }

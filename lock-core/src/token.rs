@@ -46,6 +46,19 @@ impl From<FencingToken> for u64 {
     }
 }
 
+/// The same as [`FencingToken::new`].
+///
+/// ```
+/// use lock_core::FencingToken;
+///
+/// assert_eq!(FencingToken::from(8), FencingToken::new(8));
+/// ```
+impl From<u64> for FencingToken {
+    fn from(value: u64) -> Self {
+        FencingToken(value)
+    }
+}
+
 impl std::str::FromStr for FencingToken {
     type Err = std::num::ParseIntError;
 

@@ -186,7 +186,7 @@ impl Parse for LockArgs {
                             return Err(syn::Error::new(
                                 lit.span(),
                                 format!(
-                                    "if_held = \"{other}\" is not known; use \"wait\" (the default: wait for the lock) or \"skip\" (never wait: a held lock skips the call, which returns `Ok(None)`)"
+                                    "if_held = \"{other}\" is not known; use \"wait\" (the default: wait for the lock) or \"skip\" (never wait: a held lock skips the call, which returns `Ok(Outcome::Skipped)`)"
                                 ),
                             ));
                         }

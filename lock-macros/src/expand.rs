@@ -1,14 +1,15 @@
 //! The expansion: the function keeps its signature, attributes and
 //! visibility; its body runs inside `lock_core::__private::run` (for
 //! `keys = [...]`, `run_all` with a `Vec` of keys; for `if_held = "skip"`,
-//! `run_or_skip`, whose `Ok(None)` becomes `__private::skipped()`: the
-//! return type's `Ok(None)`).
+//! `run_or_skip`, whose body returns `Result<T, E>` and whose caller gets
+//! `Result<Outcome<T>, E>`: `__private::ran(output)` or
+//! `__private::skipped()`).
 //!
 //! ```text
 //! async fn pay(&self, id: u64) -> Result<R, E> {
 //!     let key = format!("order:{}", &id);
 //!     let locker = lock_core::__private::given(&(self.locker));   // or installed(&key)
-//!     let options = lock_core::__private::Options { ttl: .., wait: .., watchdog: .., on_lost: .. };
+//!     let options = lock_core::__private::Options { ttl: .., wait: .., watchdog: .., hold_at_least: .., on_lost: .., kind: .. };
 //!     match lock_core::__private::run(locker, key, options, async move { <body's statements> }).await {
 //!         Ok(output) => output,
 //!         Err(error) => lock_core::__private::lock_failed::<Result<R, E>>(error),
@@ -240,17 +241,25 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
-    // `if_held = "skip"`: the run says whether it ran; a skip is the return
-    // type's own `Ok(None)` (errors about it point at the return type).
-    let ran = match args.skip {
+    // `if_held = "skip"`: the run says whether it ran. The body returns
+    // `Result<T, E>` and the caller gets `Result<Outcome<T>, E>`, so no value
+    // of the body reads as a skip (errors about it point at the return type).
+    let (body_ty, ran) = match args.skip {
         true => {
+            let body_ty =
+                quote_spanned!(ret_ty.span()=> <#ret_ty as #krate::__private::SkipReturn>::Body);
+            let ran = quote_spanned!(ret_ty.span()=> #krate::__private::ran::<#ret_ty>(#output));
             let skipped = quote_spanned!(ret_ty.span()=> #krate::__private::skipped::<#ret_ty>());
-            quote! {
-                ::core::result::Result::Ok(::core::option::Option::Some(#output)) => #output,
+            let arms = quote! {
+                ::core::result::Result::Ok(::core::option::Option::Some(#output)) => #ran,
                 ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
-            }
+            };
+            (body_ty, arms)
         }
-        false => quote!(::core::result::Result::Ok(#output) => #output,),
+        false => (
+            quote!(#ret_ty),
+            quote!(::core::result::Result::Ok(#output) => #output,),
+        ),
     };
     // The body's statements go straight into the async block: the block
     // itself there would be a braced tail expression, which rustc's
@@ -269,21 +278,20 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
             let #key = #key_value;
             let #locker = #locker_expr;
             let __lock_options = #krate::__private::Options {
-                lock: #krate::LockOptions {
-                    ttl: #ttl,
-                    wait: #wait,
-                    watchdog: #watchdog,
-                    hold_at_least: #hold_at_least,
-                },
+                ttl: #ttl,
+                wait: #wait,
+                watchdog: #watchdog,
+                hold_at_least: #hold_at_least,
                 on_lost: #krate::OnLost::#on_lost,
                 kind: #krate::LockKind::#kind,
             };
             match #krate::__private::#run(#locker, #key, __lock_options, async move {
-                // Fixes the block's output type to the function's, so `?`
-                // and `return` in the body work as in the original.
+                // Fixes the block's output type to the function's (under
+                // `if_held = "skip"`, to `Result<T, E>`), so `?` and
+                // `return` in the body work as in the original.
                 #[allow(unreachable_code, clippy::diverging_sub_expression)]
                 if false {
-                    let __lock_ret: #ret_ty = loop {};
+                    let __lock_ret: #body_ty = loop {};
                     return __lock_ret;
                 }
                 #(#body)*

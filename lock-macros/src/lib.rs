@@ -48,7 +48,7 @@ use proc_macro::TokenStream;
 /// | `permits` (instead of `kind`) | `4` | a semaphore on `key` (`Locker::semaphore`): at most this many calls at once across every process; 1 to 1024, one number per key |
 /// | `ttl` | `"30s"` | lease length (`ms`, `s`, `m`, `h`); default: the Locker's |
 /// | `wait` | `"5s"`, `"0s"` | bound on waiting (`"0s"` tries once); default: the Locker's |
-/// | `if_held` | `"skip"` | `"wait"` (default); `"skip"`: never wait, and when the lock is held the call is skipped: it returns `Ok(None)` without entering the body (`LockRequest::if_held_skip`), so the return type is `Result<Option<T>, E>`; for a job that one replica of many runs |
+/// | `if_held` | `"skip"` | `"wait"` (default); `"skip"`: never wait, and when the lock is held the call is skipped: it returns `Ok(Outcome::Skipped)` without entering the body (`LockRequest::if_held_skip`): the function is declared to return `Result<lock_core::Outcome<T>, E>` and its body returns `Result<T, E>`, which the caller gets as `Ok(Outcome::Ran(value))`; for a job that one replica of many runs |
 /// | `hold_at_least` | `"5m"` | keep the lock at least this long after the acquire, even when the body ends sooner (`LockRequest::hold_at_least`): with `if_held = "skip"`, a job runs once per period across replicas whose timers are a little off; not longer than `ttl` with `watchdog = false` |
 /// | `watchdog` | `false` | renew the lease while the body runs (default `true`) |
 /// | `locker` | `self.locker`, `LOCKER.clone()` | any expression yielding a `Locker`, `&Locker`, `Arc<Locker>`; default: the Locker installed with `lock_core::install` |
@@ -68,7 +68,7 @@ use proc_macro::TokenStream;
 /// `<name>` that is no argument, a field path on a
 /// pattern-bound argument, an unclosed `<`, a bad duration, an unknown or
 /// repeated argument, an unknown `on_lost` or `if_held`, `if_held = "skip"`
-/// with `wait` or `keys` or a return type other than `Result<Option<T>, E>`,
+/// with `wait` or `keys` or a return type other than `Result<Outcome<T>, E>`,
 /// a `hold_at_least` longer than `ttl` with `watchdog = false`,
 /// a non-async, `const` or non-`Result` function. The function itself is still emitted next to the
 /// error, so IDEs keep working.

@@ -42,6 +42,8 @@
 //!   [`FenceCheckLayer::verify`] answers `401` to a request without a valid
 //!   one, so that callers cannot pick their own tokens.
 
+#![deny(missing_debug_implementations)]
+
 #[cfg(feature = "axum")]
 mod axum;
 pub mod extract;

@@ -8,6 +8,7 @@
 //! message, the holder's remaining TTL or its own deadline. A transient
 //! store error is one more reason to wait (see [`Outage`]).
 
+mod outage;
 mod subscription;
 mod undo;
 
@@ -16,21 +17,22 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::retry::Outage;
-use crate::backend::{Attempt, Grant, LockKind};
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Attempt, Grant};
 use crate::deadline::deadline_after;
+use crate::error::StoreError;
 use crate::error::{LockError, Operation};
+use crate::fair_waiters::FairPlace;
 use crate::guard::LockGuard;
-use crate::keys::StoredKeys;
+use crate::kind::LockKind;
 use crate::lease::watchdog;
 use crate::lease::{LeaseParts, LeaseState, Status};
 use crate::local_queue::{Front, HeldFront, LocalQueues, NoFront};
 use crate::locker::Locker;
 use crate::owner::{self, Owner};
-use crate::places::Place;
-use crate::store_error::StoreError;
 use crate::{scope, telemetry};
 
+use self::outage::Outage;
 use self::subscription::Subscription;
 use self::undo::UndoOnDrop;
 
@@ -51,19 +53,19 @@ pub(crate) struct Acquisition {
 }
 
 /// Where an acquisition stands after its first step.
-pub(crate) enum Next {
+pub(crate) enum FirstStep {
     /// Done without waiting.
     Done(Result<LockGuard, LockError>),
     /// To take its place in the local queue, then work the store.
     Queue(Acquisition),
     /// At the front of the local queue, to work the store.
-    Front(Acquisition, AtFront),
+    Front(Acquisition, Contender),
 }
 
 /// An acquisition at the front of its local queue, or a fair one with its
 /// place.
-pub(crate) struct AtFront {
-    front: Local,
+pub(crate) struct Contender {
+    front: LocalTurn,
     /// When the request began (its wait counts from here).
     started: Instant,
     /// `Some(remaining)` if the store already answered that another owner
@@ -72,22 +74,22 @@ pub(crate) struct AtFront {
 }
 
 /// What a request holds in its process while it works the store.
-enum Local {
+enum LocalTurn {
     /// The front of its local queue.
     Front(Front),
     /// A fair request's place: it waits beside this Locker's other fair
     /// requests, each with its own queue entry in the store; `first_send`
     /// keeps it at the front of the key's send queue until its first try
     /// is answered.
-    Place {
-        place: Place,
+    FairPlace {
+        place: FairPlace,
         first_send: Option<Front>,
     },
 }
 
 /// A lease just taken: the store's grant, and what the lease keeps of the
 /// acquisition.
-struct Taken {
+struct NewLease {
     owner: Owner,
     grant: Grant,
     front: HeldFront,
@@ -106,18 +108,18 @@ impl Acquisition {
     /// memory backend), the local queue and one try at the store.
     // A fast path for the uncontended in-process lock: it pays
     // (`layer_instructions`, bench/README.md).
-    pub(crate) fn first_step(self) -> Next {
+    pub(crate) fn first_step(self) -> FirstStep {
         if let Some(held) = self.held_in_scope() {
-            return Next::Done(held);
+            return FirstStep::Done(held);
         }
         let locker = &self.locker;
         // A kind that may queue leaves a queue entry to keep: the general path.
         let plain = self.kind == LockKind::Exclusive;
         if !plain || !locker.backend().answers_in_place() || locker.config().replicas.is_some() {
-            return Next::Queue(self);
+            return FirstStep::Queue(self);
         }
         let Ok(first) = locker.plain_queues().try_enter(&self.keys) else {
-            return Next::Queue(self);
+            return FirstStep::Queue(self);
         };
         let started = Instant::now();
         let owner = self.new_owner();
@@ -131,23 +133,23 @@ impl Acquisition {
                 let front = first.into_held();
                 tracing::debug!(key = %self.keys.user(), token = %grant.token, "lock acquired");
                 telemetry::acquired_at_once();
-                let taken = Taken {
+                let taken = NewLease {
                     owner,
                     grant,
                     front,
                     sent: started,
                 };
-                return Next::Done(Ok(self.hold(taken)));
+                return FirstStep::Done(Ok(self.hold(taken)));
             }
             Some(Ok(Attempt::Held { remaining })) => Some(remaining),
             // A store that broke its word (no answer in place, or an
             // error): the general path asks again.
             _ => None,
         };
-        let front = Local::Front(first.owned());
-        Next::Front(
+        let front = LocalTurn::Front(first.owned());
+        FirstStep::Front(
             self,
-            AtFront {
+            Contender {
                 front,
                 started,
                 held,
@@ -196,8 +198,8 @@ impl Acquisition {
                 .fair_places()
                 .take(&self.keys)
                 .ok_or_else(|| self.too_many())?;
-            let head = AtFront {
-                front: Local::Place {
+            let head = Contender {
+                front: LocalTurn::FairPlace {
                     place,
                     first_send: Some(first_send),
                 },
@@ -211,8 +213,8 @@ impl Acquisition {
         let front = self
             .take_front(locker.queues_of(self.kind), started)
             .await?;
-        let head = AtFront {
-            front: Local::Front(front),
+        let head = Contender {
+            front: LocalTurn::Front(front),
             started,
             held: None,
         };
@@ -250,8 +252,8 @@ impl Acquisition {
 
     /// Holds the front in the local queue and works the store until the lease is ours or
     /// the deadline passes.
-    pub(crate) async fn contend(self, head: AtFront) -> Result<LockGuard, LockError> {
-        let AtFront {
+    pub(crate) async fn contend(self, head: Contender) -> Result<LockGuard, LockError> {
+        let Contender {
             mut front,
             started,
             mut held,
@@ -284,7 +286,7 @@ impl Acquisition {
                     attempt
                 }
             };
-            if let Local::Place { first_send, .. } = &mut front {
+            if let LocalTurn::FairPlace { first_send, .. } = &mut front {
                 // Answered: the next fair request of this process may ask.
                 first_send.take();
             }
@@ -305,11 +307,11 @@ impl Acquisition {
                     }
                     let owner = undo.disarm();
                     let front = match front {
-                        Local::Place { place, .. } => HeldFront::Placed(place),
-                        Local::Front(front) if self.kind == LockKind::Exclusive => {
+                        LocalTurn::FairPlace { place, .. } => HeldFront::Placed(place),
+                        LocalTurn::Front(front) if self.kind == LockKind::Exclusive => {
                             HeldFront::Owned(front)
                         }
-                        Local::Front(front) => {
+                        LocalTurn::Front(front) => {
                             // Granted a share, or a write: the next task of
                             // this process asks the store at once (a writer
                             // to mark the key before readers pass it).
@@ -317,7 +319,7 @@ impl Acquisition {
                             HeldFront::HandedOn
                         }
                     };
-                    let guard = self.hold(Taken {
+                    let guard = self.hold(NewLease {
                         owner,
                         grant,
                         front,
@@ -370,8 +372,8 @@ impl Acquisition {
 
     /// The guard of a lease just granted, its watchdog scheduled: its
     /// deadline and renewals follow the ttl the store granted.
-    fn hold(&self, taken: Taken) -> LockGuard {
-        let Taken {
+    fn hold(&self, taken: NewLease) -> LockGuard {
+        let NewLease {
             owner,
             grant,
             front,
@@ -449,21 +451,21 @@ pub(crate) fn handed_over(result: Result<LockGuard, LockError>) -> Result<LockGu
     result
 }
 
-impl Next {
+impl FirstStep {
     /// Goes on to a guard or an error, waiting where it has to.
     pub(crate) async fn finish(self) -> Result<LockGuard, LockError> {
         handed_over(match self {
-            Next::Done(result) => result,
-            Next::Queue(acquisition) => acquisition.queue_up().await,
-            Next::Front(acquisition, head) => acquisition.contend(head).await,
+            FirstStep::Done(result) => result,
+            FirstStep::Queue(acquisition) => acquisition.queue_up().await,
+            FirstStep::Front(acquisition, head) => acquisition.contend(head).await,
         })
     }
 
     /// The `lock` tracing span of an acquisition that goes on.
     pub(crate) fn span(&self) -> tracing::Span {
         match self {
-            Next::Done(_) => tracing::Span::none(),
-            Next::Queue(acquisition) | Next::Front(acquisition, _) => {
+            FirstStep::Done(_) => tracing::Span::none(),
+            FirstStep::Queue(acquisition) | FirstStep::Front(acquisition, _) => {
                 let key = LockError::shown(acquisition.keys.user());
                 tracing::debug_span!("lock", %key)
             }

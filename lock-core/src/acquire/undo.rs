@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::acquire::Acquisition;
-use crate::backend::retry;
+use crate::backend::release_until;
 use crate::owner::Owner;
 
 /// Releases by owner value in the background if dropped while an acquire
@@ -68,7 +68,7 @@ impl<'a> UndoOnDrop<'a> {
                 if let Err(err) = backend.release(&keys, kind, owner).await
                     && err.is_transient()
                 {
-                    retry::release_until(&*backend, &keys, kind, owner, runs_out).await;
+                    release_until(&*backend, &keys, kind, owner, runs_out).await;
                 }
             });
         }

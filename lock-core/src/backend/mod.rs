@@ -21,14 +21,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::inspect::{ForceReleased, Inspection};
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 
 mod attempt;
+mod backoff;
 #[cfg(feature = "etcd")]
 mod etcd;
+pub(crate) mod key_shards;
 pub mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -38,12 +41,13 @@ mod queued;
 pub mod redis;
 #[cfg(feature = "redis")]
 mod redlock;
-pub(crate) mod retry;
 mod store;
+pub(crate) mod stored_keys;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
 pub use self::attempt::{Attempt, Grant};
+pub(crate) use self::backoff::{Backoff, release_until};
 #[cfg(feature = "etcd")]
 pub use self::etcd::EtcdBackend;
 pub use self::memory::MemoryBackend;
@@ -54,15 +58,11 @@ pub use self::redis::{RedisBackend, RedisConnection};
 #[cfg(feature = "redis")]
 pub use self::redlock::RedLockBackend;
 pub use self::store::{Operators, Store};
+pub use self::stored_keys::StoredKeys;
 #[cfg(feature = "zookeeper")]
 pub use self::zookeeper::ZooKeeperBackend;
+pub use crate::error::{Applied, Refusal, StoreError};
 pub use crate::inspect::Pattern;
-pub use crate::keys::StoredKeys;
-pub(crate) use crate::kind::LockKind;
-pub use crate::store_error::Refusal;
-
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What a [`Backend`] method returns: an answer the store already gave (a
 /// store in this process answers in place, and then nothing is allocated)
@@ -140,6 +140,14 @@ impl<T> std::fmt::Debug for StoreFuture<'_, T> {
 pub struct ReleaseSignal {
     releases: watch::Receiver<u64>,
     _registration: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ReleaseSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseSignal")
+            .field("releases", &*self.releases.borrow())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReleaseSignal {

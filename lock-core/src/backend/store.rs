@@ -13,10 +13,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::{Attempt, Backend, ReleaseSignal, StoreFuture};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Inspection, Pattern};
-use crate::keys::StoredKeys;
 use crate::kind::LockKind;
-use crate::store_error::StoreError;
 
 /// The lock operations of a store reached over the network; see
 /// [`Backend`] for what each must do (atomically, owner-checked).

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use crate::backend::LockKind;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::error::{LockError, Operation};
 use crate::inspect::Holder;
-use crate::keys::StoredKeys;
+use crate::kind::LockKind;
 use crate::locker::Locker;
 use crate::owner;
-use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// The leader of an election, read from the store by [`Locker::leader`]
@@ -88,7 +88,8 @@ impl Locker {
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
-    pub async fn leader(&self, key: &str) -> Result<Option<Leader>, LockError> {
+    pub async fn leader(&self, key: impl AsRef<str>) -> Result<Option<Leader>, LockError> {
+        let key = key.as_ref();
         let keys = StoredKeys::new(self.namespace(), key)?;
         self.leader_of(&keys)
             .await

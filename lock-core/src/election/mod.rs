@@ -18,6 +18,7 @@ pub use self::observe::LeaderChanges;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::LockError;
@@ -114,10 +115,44 @@ impl Election {
 
 impl IntoFuture for Election {
     type Output = Result<Leadership, LockError>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
+    type IntoFuture = Campaign;
 
-    fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move { self.campaign().await })
+    fn into_future(self) -> Campaign {
+        Campaign(Box::pin(async move { self.campaign().await }))
+    }
+}
+
+/// The future of an [`Election`], which `.await` runs: it campaigns until
+/// it leads (a [`Leadership`]) or its wait runs out. A named type, so that
+/// it can be kept in a struct or a `select!` arm; `Send`.
+///
+/// ```
+/// use std::future::IntoFuture;
+///
+/// use lock_core::{Campaign, LockError, Locker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), LockError> {
+/// let locker = Locker::memory();
+/// let campaign: Campaign = locker.election("scheduler").into_future();
+/// let leadership = campaign.await?;
+/// leadership.resign().await
+/// # }
+/// ```
+#[must_use = "a Campaign does nothing until awaited"]
+pub struct Campaign(Pin<Box<dyn Future<Output = Result<Leadership, LockError>> + Send>>);
+
+impl Future for Campaign {
+    type Output = Result<Leadership, LockError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Campaign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Campaign").finish_non_exhaustive()
     }
 }
 

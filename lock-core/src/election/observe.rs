@@ -14,10 +14,11 @@ use std::time::Duration;
 use futures_util::Stream;
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::{LockKind, ReleaseSignal};
+use crate::backend::ReleaseSignal;
+use crate::backend::stored_keys::StoredKeys;
 use crate::election::Leader;
 use crate::error::{LockError, Operation};
-use crate::keys::StoredKeys;
+use crate::kind::LockKind;
 use crate::locker::Locker;
 use crate::token::FencingToken;
 
@@ -197,9 +198,9 @@ impl Locker {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn observe(&self, key: &str) -> LeaderChanges {
+    pub fn observe(&self, key: impl AsRef<str>) -> LeaderChanges {
         let locker = self.clone();
-        let first = StoredKeys::new(self.namespace(), key).map(|keys| Observer {
+        let first = StoredKeys::new(self.namespace(), key.as_ref()).map(|keys| Observer {
             locker,
             keys,
             signal: None,

@@ -142,7 +142,7 @@ impl Locker {
     /// ```
     pub async fn run_as_leader<F, Fut, E>(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         body: F,
     ) -> Result<Infallible, LockError>
     where

@@ -5,8 +5,11 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::kind::LockKind;
-use crate::store_error::{Refusal, StoreError};
 use crate::token::FencingToken;
+
+mod store;
+
+pub use self::store::{Applied, Refusal, StoreError};
 
 /// Longest stretch of a user key shown in an error message; longer keys are
 /// cut so that a 1 MiB key does not end up in a log line.
@@ -31,7 +34,7 @@ const KEY_IN_MESSAGE: usize = 80;
 /// }
 /// # }
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// Another owner held the lock for the whole wait. Retry later (a

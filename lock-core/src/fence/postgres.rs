@@ -29,9 +29,9 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use super::stale;
+use crate::error::{Applied, StoreError};
 use crate::error::{LockError, LossReason, Operation};
 use crate::guard::LockGuard;
-use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Fenced updates of one table, keyed by one column.
@@ -89,7 +89,7 @@ fn unavailable(resource: &str, err: tokio_postgres::Error) -> LockError {
     LockError::from_store(
         resource,
         Operation::FencedWrite,
-        StoreError::new(err, unknown),
+        StoreError::transient(err, Applied::maybe_if(unknown)),
     )
 }
 

@@ -6,8 +6,8 @@ use redis::aio::ConnectionLike;
 use redis::{Script, Value};
 
 use super::stale;
+use crate::error::StoreError;
 use crate::error::{LockError, Operation};
-use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Checks the token against the record (`KEYS[2]`), records it, then runs
@@ -61,8 +61,17 @@ pub struct RedisFence<C> {
     timeout: Duration,
 }
 
+impl<C> std::fmt::Debug for RedisFence<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisFence")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The record key that holds the newest token for `key`, in `key`'s slot.
-pub fn record_key(key: &str) -> Result<String, LockError> {
+pub fn record_key(key: impl AsRef<str>) -> Result<String, LockError> {
+    let key = key.as_ref();
     let has_tag = key
         .find('{')
         .and_then(|open| key[open + 1..].find('}').map(|len| len > 0))
@@ -110,10 +119,11 @@ where
     /// A dropped call may still be applied by the server (it was sent).
     pub async fn set(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         value: impl redis::ToRedisArgs,
         token: FencingToken,
     ) -> Result<(), LockError> {
+        let key = key.as_ref();
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(value);
         self.run(key, token, &cmd).await.map(drop)
@@ -123,7 +133,7 @@ where
     /// seen for `key`.
     pub async fn hset<F, V>(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         fields: &[(F, V)],
         token: FencingToken,
     ) -> Result<(), LockError>
@@ -131,6 +141,7 @@ where
         F: redis::ToRedisArgs,
         V: redis::ToRedisArgs,
     {
+        let key = key.as_ref();
         let mut cmd = redis::cmd("HSET");
         cmd.arg(key);
         for (field, value) in fields {
@@ -144,10 +155,11 @@ where
     /// one round trip; returns the command's reply.
     pub async fn run(
         &self,
-        key: &str,
+        key: impl AsRef<str>,
         token: FencingToken,
         command: &redis::Cmd,
     ) -> Result<Value, LockError> {
+        let key = key.as_ref();
         let record = record_key(key)?;
         let mut invocation = FENCED_SCRIPT.key(key);
         invocation.key(&record).arg(token.get());
@@ -188,10 +200,9 @@ where
             other => Err(LockError::from_store(
                 key,
                 Operation::FencedWrite,
-                StoreError::new(
-                    format!("unexpected reply from the fenced-write script: {other:?}"),
-                    false,
-                ),
+                StoreError::not_applied(format!(
+                    "unexpected reply from the fenced-write script: {other:?}"
+                )),
             )),
         }
     }
@@ -204,13 +215,14 @@ where
         key: &str,
         request: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LockError> {
-        crate::backend::redis::once(self.timeout, request)
+        StoreError::bounded(self.timeout, true, request, |err, _| StoreError::from(err))
             .await
             .map_err(|failure| LockError::from_store(key, Operation::FencedWrite, failure))
     }
 
     /// Deletes `key` and its token record.
-    pub async fn delete(&self, key: &str) -> Result<(), LockError> {
+    pub async fn delete(&self, key: impl AsRef<str>) -> Result<(), LockError> {
+        let key = key.as_ref();
         let record = record_key(key)?;
         let mut conn = self.connection.clone();
         let mut del = redis::cmd("DEL");
@@ -221,7 +233,8 @@ where
     }
 
     /// The newest token recorded for `key` (`None`: no fenced write yet).
-    pub async fn newest(&self, key: &str) -> Result<Option<FencingToken>, LockError> {
+    pub async fn newest(&self, key: impl AsRef<str>) -> Result<Option<FencingToken>, LockError> {
+        let key = key.as_ref();
         let record = record_key(key)?;
         let mut conn = self.connection.clone();
         let mut get = redis::cmd("GET");

@@ -16,14 +16,15 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::retry;
-use crate::backend::{Backend, LockKind};
+use crate::backend::Backend;
+use crate::backend::release_until;
+use crate::backend::stored_keys::StoredKeys;
 use crate::deadline::drift;
+use crate::error::StoreError;
 use crate::error::{LockError, LossReason};
-use crate::keys::StoredKeys;
+use crate::kind::LockKind;
 use crate::local_queue::{HeldFront, LocalQueues};
 use crate::owner::Owner;
-use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 /// Where a lease stands.
@@ -195,7 +196,7 @@ impl LeaseState {
     /// Removes the lease from the store by owner value (never another
     /// owner's), logging and counting the outcome. A transient failure is
     /// retried in the background until the lease would have ended anyway
-    /// ([`retry::release_until`]).
+    /// ([`release_until`]).
     pub(crate) async fn release_in_store(self: &Arc<Self>) -> Result<bool, StoreError> {
         let outcome = self
             .backend()
@@ -212,7 +213,7 @@ impl LeaseState {
             runtime.spawn(async move {
                 let owner = lease.owner.as_str();
                 let (backend, keys, kind) = (lease.backend(), &lease.keys, lease.kind);
-                match retry::release_until(backend, keys, kind, owner, runs_out).await {
+                match release_until(backend, keys, kind, owner, runs_out).await {
                     Some(outcome) => lease.record_release(&outcome),
                     None => tracing::debug!(key = %lease.keys.user(), token = %lease.token, "release not confirmed; the lease runs out at its ttl"),
                 }

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use tracing::Instrument;
 
-use crate::acquire::{Next, handed_over};
+use crate::acquire::{FirstStep, handed_over};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::request::LockRequest;
@@ -42,7 +42,7 @@ impl Future for LockFuture {
                 .checked()
                 .map(|acquisition| acquisition.first_step())
             {
-                Ok(Next::Done(result)) => return Poll::Ready(handed_over(result)),
+                Ok(FirstStep::Done(result)) => return Poll::Ready(handed_over(result)),
                 Ok(next) => next,
                 Err(err) => return Poll::Ready(Err(err)),
             };

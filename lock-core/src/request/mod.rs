@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::Acquisition;
-use crate::backend::LockKind;
+use crate::backend::stored_keys::StoredKeys;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::keys::StoredKeys;
+use crate::kind::LockKind;
 use crate::locker::Locker;
 use crate::options::LockOptions;
 

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::backend::{Attempt, Backend, LockKind, MemoryBackend, ReleaseSignal, StoreFuture};
-use crate::keys::StoredKeys;
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Attempt, Backend, MemoryBackend, ReleaseSignal, StoreFuture};
+use crate::kind::LockKind;
 use crate::{LockError, Locker, StoreError};
 
 #[tokio::test]

@@ -16,6 +16,16 @@ pub struct ResponseBody<B> {
     kind: Kind<B>,
 }
 
+impl<B> std::fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Inner(_) => "inner",
+            Kind::Answer(_) => "answer",
+        };
+        f.debug_struct("ResponseBody").field("kind", &kind).finish()
+    }
+}
+
 #[pin_project(project = KindProj)]
 enum Kind<B> {
     /// The inner service's body.

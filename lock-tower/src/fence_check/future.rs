@@ -18,6 +18,18 @@ pub struct ResponseFuture<F> {
     kind: Kind<F>,
 }
 
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::Inner(_) => "inner",
+            Kind::Answer(_) => "answer",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
 #[pin_project(project = KindProj)]
 enum Kind<F> {
     /// The request passed: the inner service answers.

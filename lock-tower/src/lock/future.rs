@@ -25,6 +25,15 @@ where
     state: State<S, ReqB, B, R>,
 }
 
+impl<S, ReqB, B, R> std::fmt::Debug for ResponseFuture<S, ReqB, B, R>
+where
+    S: Service<Request<ReqB>>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
 #[pin_project(project = StateProj)]
 enum State<S, ReqB, B, R>
 where

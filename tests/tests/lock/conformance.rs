@@ -714,10 +714,7 @@ pub async fn hold_at_least_keeps_the_lock_after_an_early_release(store: TestStor
     let err = unrenewed.await.unwrap_err();
     assert!(matches!(err, LockError::InvalidConfig { .. }), "{err}");
     let keys = ["job:a", "job:b"];
-    let options = lock_core::LockOptions {
-        hold_at_least: Some(hold),
-        ..Default::default()
-    };
+    let options = lock_core::LockOptions::new().hold_at_least(hold);
     let err = locker.lock_all(keys).options(options).await.unwrap_err();
     assert!(matches!(err, LockError::InvalidConfig { .. }), "{err}");
     for dropped in [false, true] {

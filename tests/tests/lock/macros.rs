@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lock_core::{FencingToken, LockError, Locker, distributed_lock};
+use lock_core::{FencingToken, LockError, Locker, Outcome, distributed_lock};
 use lock_testkit::{RedisServer, TestStore};
 use tokio::sync::{Barrier, Notify};
 
@@ -433,7 +433,7 @@ async fn transfer(
     balances[from as usize].store(debit - 1, Ordering::SeqCst);
     balances[to as usize].store(credit + 1, Ordering::SeqCst);
     inside.store(false, Ordering::SeqCst);
-    let token_of = |id: u32| FencingToken::current_for(&format!("account:{id}"));
+    let token_of = |id: u32| FencingToken::current_for(format!("account:{id}"));
     Ok((token_of(from).expect("from"), token_of(to).expect("to")))
 }
 
@@ -623,22 +623,22 @@ async fn kind_fair_serves_in_arrival_order() {
 
 /// A job one replica of many runs: skipped (not waited for) while held.
 #[distributed_lock(key = "job:<name>", locker = locker, if_held = "skip")]
-async fn nightly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Option<u32>, AppError> {
-    Ok(Some(runs.fetch_add(1, Ordering::SeqCst) + 1))
+async fn nightly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Outcome<u32>, AppError> {
+    Ok(runs.fetch_add(1, Ordering::SeqCst) + 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn if_held_skip_returns_none_without_entering_the_body() {
+async fn if_held_skip_returns_skipped_without_entering_the_body() {
     let store = TestStore::redis();
     let locker = store.locker().await;
     let runs = AtomicU32::new(0);
     let held = locker.lock("job:report").await.unwrap();
     let skipped = nightly(&locker, "report", &runs).await.unwrap();
-    assert_eq!(skipped, None);
+    assert_eq!(skipped, Outcome::Skipped);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "the body ran while held");
     held.release().await.unwrap();
     let ran = nightly(&locker, "report", &runs).await.unwrap();
-    assert_eq!(ran, Some(1));
+    assert_eq!(ran, Outcome::Ran(1));
     // A bad key is still an error, not a skip.
     let err = nightly(&locker, &"x".repeat(600), &runs).await;
     assert!(matches!(err, Err(AppError::Lock(_))), "{err:?}");
@@ -647,15 +647,21 @@ async fn if_held_skip_returns_none_without_entering_the_body() {
 
 /// A job kept at least 2 s: a second call right after the first is skipped.
 #[distributed_lock(key = "job:<name>", locker = locker, if_held = "skip", hold_at_least = "2s")]
-async fn weekly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Option<u32>, AppError> {
-    Ok(Some(runs.fetch_add(1, Ordering::SeqCst) + 1))
+async fn weekly(locker: &Locker, name: &str, runs: &AtomicU32) -> Result<Outcome<u32>, AppError> {
+    Ok(runs.fetch_add(1, Ordering::SeqCst) + 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_at_least_skips_a_second_call_within_it() {
     let locker = Locker::memory();
     let runs = AtomicU32::new(0);
-    assert_eq!(weekly(&locker, "digest", &runs).await.unwrap(), Some(1));
-    assert_eq!(weekly(&locker, "digest", &runs).await.unwrap(), None);
+    assert_eq!(
+        weekly(&locker, "digest", &runs).await.unwrap(),
+        Outcome::Ran(1)
+    );
+    assert_eq!(
+        weekly(&locker, "digest", &runs).await.unwrap(),
+        Outcome::Skipped
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

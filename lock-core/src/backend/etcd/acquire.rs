@@ -8,13 +8,14 @@ use tokio::time::Instant;
 
 use super::held_checks::delete_entry;
 use super::leases::Lease;
-use super::marks::{self, retired};
 use super::queue::{Ask, Names, take_place, take_segment};
+use super::tombstones::{self, retired};
 use super::{EtcdBackend, Placed, TryFailed, reaping};
 use crate::backend::queued::Entry;
-use crate::backend::{Attempt, Grant, LockKind};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Attempt, Grant};
+use crate::error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 impl EtcdBackend {
@@ -51,7 +52,7 @@ impl EtcdBackend {
                 Ok(attempt) => return Ok(attempt),
             }
         }
-        Err(StoreError::new("etcd dropped a fresh lease", true))
+        Err(StoreError::in_doubt("etcd dropped a fresh lease"))
     }
 
     /// One try under `lease`, kept alive since `started`.
@@ -78,11 +79,11 @@ impl EtcdBackend {
             if let Some(pending) = found {
                 // An earlier put of this owner went unanswered: retired, so
                 // that it cannot land after this acquisition ends.
-                marks::retire(client, timeout, &shared.held, &names.entry, &pending).await?;
+                tombstones::retire(client, timeout, &shared.held, &names.entry, &pending).await?;
             }
             self.pend(names, lease, started)?;
         }
-        let mark = marks::Mark::of(&shared.held, &names.entry);
+        let tombstone = tombstones::Tombstone::of(&shared.held, &names.entry);
         // Refused for good, nothing was put and the acquisition ends: no
         // put of this ask is left to retire.
         let refused = |err: &StoreError| {
@@ -95,7 +96,7 @@ impl EtcdBackend {
         let alive = lease.confirm_since(started);
         let (place, alive) = match kind {
             LockKind::Segment { of } => {
-                let take = take_segment(client, timeout, names, of, owner, lease.id, &mark);
+                let take = take_segment(client, timeout, names, of, owner, lease.id, &tombstone);
                 let (segment, alive) = tokio::join!(take, alive);
                 let segment = segment.inspect_err(refused).map_err(TryFailed::from)?;
                 if segment.is_none() && again.is_none() {
@@ -112,7 +113,7 @@ impl EtcdBackend {
                 let take = async {
                     let ask = match again {
                         Some(revision) => Ask::Again { revision },
-                        None => Ask::First(&mark),
+                        None => Ask::First(&tombstone),
                     };
                     match take_place(client, timeout, names, kind, lease.id, ask).await? {
                         Some(place) => Ok(place),
@@ -121,7 +122,7 @@ impl EtcdBackend {
                         None if again.is_some() => {
                             shared.held.take(&names.entry);
                             self.pend(names, lease, started)?;
-                            let first = Ask::First(&mark);
+                            let first = Ask::First(&tombstone);
                             let place = take_place(client, timeout, names, kind, lease.id, first);
                             place.await?.ok_or_else(retired)
                         }
@@ -163,7 +164,7 @@ impl EtcdBackend {
             // whose answer was lost): not one to hold on.
             shared.held.take(&names.entry);
             let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
-            let err = StoreError::new("the entry was under an abandoned lease", true);
+            let err = StoreError::in_doubt("the entry was under an abandoned lease");
             return Err(TryFailed::Store(err));
         }
         match alive {
@@ -191,7 +192,7 @@ impl EtcdBackend {
 
     /// Records the entry `names.entry` before its put is sent: a put that
     /// lands after its acquire gave up is still deleted (and a late one
-    /// stopped, see [`marks`]), at its ttl at the latest.
+    /// stopped, see [`tombstones`]), at its ttl at the latest.
     fn pend(&self, names: &Names, lease: &Arc<Lease>, started: Instant) -> Result<(), StoreError> {
         let pending = Entry {
             stored: names.entry.clone(),

@@ -6,7 +6,7 @@ use etcd_client::{Client, ConnectOptions, GetOptions};
 
 use super::EtcdBackend;
 use super::errors::{bounded, store_error};
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 impl EtcdBackend {
     /// Connects to the etcd members at `endpoints` (`http://host:port`; one

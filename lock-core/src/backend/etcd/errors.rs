@@ -7,7 +7,7 @@ use std::time::Duration;
 use etcd_client::Error;
 use tonic::Code;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Applied, Refusal, StoreError};
 
 /// Awaits `request` for at most `timeout`, its failure as a
 /// [`StoreError`] ([`StoreError::within`]).
@@ -16,7 +16,7 @@ pub(super) async fn bounded<T>(
     writes: bool,
     request: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, StoreError> {
-    StoreError::within(timeout, writes, request, store_error).await
+    StoreError::bounded(timeout, writes, request, store_error).await
 }
 
 /// etcd answered that the lease named in a request is gone (it expired or
@@ -40,23 +40,25 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
         Error::InvalidUri(_) | Error::InvalidArgs(_) => {
             return StoreError::refused(Refusal::InvalidUrl, err);
         }
-        _ => return StoreError::new(err, writes),
+        _ => return StoreError::transient(err, Applied::maybe_if(writes)),
     };
     let says = |words: &str| status.message().contains(words);
     match status.code() {
         // An auth token that lapsed is refreshed on the next request.
-        Code::Unauthenticated if says("invalid auth token") => StoreError::new(err, writes),
+        Code::Unauthenticated if says("invalid auth token") => {
+            StoreError::transient(err, Applied::maybe_if(writes))
+        }
         Code::Unauthenticated => StoreError::refused(Refusal::AuthenticationFailed, err),
         Code::InvalidArgument if says("authentication failed") => {
             StoreError::refused(Refusal::AuthenticationFailed, err)
         }
         Code::PermissionDenied => StoreError::refused(Refusal::PermissionDenied, err),
         // A leader change under way.
-        _ if says("leader") => StoreError::new(err, writes),
+        _ if says("leader") => StoreError::transient(err, Applied::maybe_if(writes)),
         Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange | Code::NotFound => {
             StoreError::permanent(err)
         }
-        _ => StoreError::new(err, writes),
+        _ => StoreError::transient(err, Applied::maybe_if(writes)),
     }
 }
 

@@ -7,7 +7,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpRespo
 
 use super::errors::bounded;
 use crate::backend::queued::BatchWork;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// Deletes the entry `stored` if it is still the one of `revision`;
 /// whether it was.

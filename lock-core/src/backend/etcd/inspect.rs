@@ -17,12 +17,12 @@ use etcd_client::{
 use super::EtcdBackend;
 use super::errors::bounded;
 use super::queue::Names;
-use crate::backend::LockKind;
 use crate::backend::Operators;
 use crate::backend::queued::admission;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// Entries read at most to list the held keys (several per key).
@@ -124,7 +124,7 @@ impl Operators for EtcdBackend {
         let mut found = Vec::new();
         for (at, response) in reply.op_responses().into_iter().enumerate() {
             let TxnOpResponse::Get(got) = response else {
-                return Err(StoreError::new("etcd answered a read with a write", false));
+                return Err(StoreError::not_applied("etcd answered a read with a write"));
             };
             let held = holders_of(at, &bases[at.min(4)], got.kvs(), &mut waiters);
             found.extend(held.into_iter().map(|(kind, owner, kv)| {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::errors::{bounded, store_error};
 use crate::backend::queued::{BatchWork, LazyBatchRunner, Leased};
 use crate::deadline::drift;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// Bound on leases of distinct ttls at once: a ttl is configuration, but
 /// no map grows without bound.
@@ -91,7 +91,7 @@ impl Leases {
         let mut client = self.client.clone();
         let granted = bounded(self.timeout, true, client.lease_grant(seconds as i64, None)).await?;
         let Ok(granted_ttl) = u64::try_from(granted.ttl()) else {
-            return Err(StoreError::new("etcd granted a lease of no ttl", false));
+            return Err(StoreError::not_applied("etcd granted a lease of no ttl"));
         };
         let times = Arc::new(Mutex::new(Times {
             confirmed_sent: sent,
@@ -188,7 +188,7 @@ struct KeepAlive {
 
 impl KeepAlive {
     /// Sends one keep-alive and returns the ttl etcd answered (0: gone).
-    async fn once(&mut self) -> Result<i64, etcd_client::Error> {
+    async fn send_one(&mut self) -> Result<i64, etcd_client::Error> {
         let Some((keeper, stream)) = &mut self.stream else {
             // Opening the stream sends the first keep-alive.
             return match self.client.lease_keep_alive(self.id).await {
@@ -216,7 +216,7 @@ impl BatchWork for KeepAlive {
 
     async fn run(&mut self, asks: Vec<()>) -> Vec<Self::Answer> {
         let sent = Instant::now();
-        let answer = match tokio::time::timeout(self.timeout, self.once()).await {
+        let answer = match tokio::time::timeout(self.timeout, self.send_one()).await {
             Ok(Ok(ttl)) => {
                 let mut times = self.times.lock().unwrap_or_else(PoisonError::into_inner);
                 if ttl > 0 {

@@ -18,8 +18,9 @@ mod errors;
 mod held_checks;
 mod inspect;
 mod leases;
-mod marks;
 mod queue;
+mod segments;
+mod tombstones;
 mod waiting;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,11 +32,13 @@ use tokio::time::Instant;
 use self::errors::lease_gone;
 use self::held_checks::{HeldCheck, MAX_TXN_OPS, delete_entry};
 use self::leases::{Lease, Leases};
-use self::queue::{Names, find_segment};
+use self::queue::Names;
+use self::segments::find_segment;
 use super::queued::{self, Entry, Held, LazyBatchRunner};
-use super::{Attempt, LockKind, ReleaseSignal, Store};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use super::{Attempt, ReleaseSignal, Store};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Leases in etcd (feature `etcd`): made by
 /// [`LockerBuilder::etcd`](crate::LockerBuilder::etcd) or an `etcd://` URL.
@@ -48,6 +51,14 @@ use crate::store_error::StoreError;
 #[derive(Clone)]
 pub struct EtcdBackend {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for EtcdBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdBackend")
+            .field("store", &crate::backend::Store::describe(self))
+            .finish_non_exhaustive()
+    }
 }
 
 struct Shared {
@@ -105,18 +116,18 @@ impl EtcdBackend {
     }
 }
 
-/// Deletes a held entry, or a mark whose time is up: an entry whose put
-/// went unanswered is retired (see [`marks`]). Whether it was there.
+/// Deletes a held entry, or a tombstone whose time is up: an entry whose put
+/// went unanswered is retired (see [`tombstones`]). Whether it was there.
 async fn remove(
     client: &Client,
     timeout: Duration,
     held: &Held<Lease>,
     entry: &Entry<Lease>,
 ) -> Result<bool, StoreError> {
-    if marks::is_mark(&entry.stored) {
-        marks::delete_mark(client, timeout, &entry.stored, entry.revision).await
+    if tombstones::is_tombstone(&entry.stored) {
+        tombstones::delete_tombstone(client, timeout, &entry.stored, entry.revision).await
     } else if entry.revision == 0 {
-        marks::retire(client, timeout, held, &entry.stored, entry).await
+        tombstones::retire(client, timeout, held, &entry.stored, entry).await
     } else {
         delete_entry(client, timeout, &entry.stored, entry.revision).await
     }
@@ -125,7 +136,7 @@ async fn remove(
 /// The error of an acquire whose entry the reaper is deleting (its ttl
 /// ran out before it was asked for again): asked again, it is put anew.
 fn reaping() -> StoreError {
-    StoreError::new("the entry ran out and is being deleted", false)
+    StoreError::not_applied("the entry ran out and is being deleted")
 }
 
 /// An entry put or found, and whether it holds.
@@ -137,8 +148,8 @@ struct Placed {
     holds: bool,
 }
 
-impl From<queue::Segment> for Placed {
-    fn from(segment: queue::Segment) -> Self {
+impl From<segments::Segment> for Placed {
+    fn from(segment: segments::Segment) -> Self {
         Placed {
             stored: segment.stored,
             revision: segment.revision,

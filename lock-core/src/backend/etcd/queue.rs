@@ -15,11 +15,12 @@ use etcd_client::{
 
 use super::errors::bounded;
 use super::held_checks::delete_entry;
-use super::marks::{self, Mark};
-use crate::backend::LockKind;
+use super::segments::{Segment, held_segments};
+use super::tombstones::{self, Tombstone};
 use crate::backend::queued::{admission, spread};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Where a kind's entries are, and what an entry is called.
 pub(super) struct Names {
@@ -70,8 +71,8 @@ pub(super) struct Place {
 pub(super) enum Ask<'a> {
     /// The first: puts the entry (created, or written again if a put of
     /// this ask is repeated), unless the acquisition was retired since the
-    /// mark this backend knows (see [`marks`](super::marks)).
-    First(&'a Mark),
+    /// tombstone this backend knows (see [`tombstones`](super::tombstones)).
+    First(&'a Tombstone),
     /// A waiter's next: writes again the entry of `revision`, only if it
     /// still stands (one sent before a release must not put it back).
     Again { revision: i64 },
@@ -107,7 +108,7 @@ pub(super) async fn take_place(
     // Written again when asked again: a waiter granted later than another
     // then has the later token, whichever queued first.
     let allowed = match ask {
-        Ask::First(mark) => mark.unmoved(),
+        Ask::First(tombstone) => tombstone.unmoved(),
         Ask::Again { revision } => Compare::create_revision(entry, CompareOp::Equal, revision),
     };
     let txn = Txn::new().when([allowed]).and_then([put, mine, deciding]);
@@ -120,12 +121,11 @@ pub(super) async fn take_place(
         _ => None,
     });
     let (Some(mine), Some(deciding)) = (gets.next(), gets.next()) else {
-        return Err(StoreError::new("etcd answered a transaction in part", true));
+        return Err(StoreError::in_doubt("etcd answered a transaction in part"));
     };
     let Some(me) = mine.kvs().first() else {
-        return Err(StoreError::new(
+        return Err(StoreError::in_doubt(
             "etcd lost an entry in its own transaction",
-            true,
         ));
     };
     let deciding = deciding.kvs();
@@ -168,17 +168,9 @@ fn disagreeing(holders: &[KeyValue], of: u32) -> Option<u32> {
         .find(|&stored| stored != of)
 }
 
-/// A segment taken: which, and its create revision.
-pub(super) struct Segment {
-    pub(super) stored: String,
-    pub(super) index: u32,
-    pub(super) revision: i64,
-    pub(super) lease: i64,
-}
-
 /// Finds `owner`'s segment among `of` on `names.base`, or takes a free one
-/// unless the acquisition was retired since `mark` (see
-/// [`marks`](super::marks)); `None` if all are held. A segment's value is
+/// unless the acquisition was retired since `tombstone` (see
+/// [`tombstones`](super::tombstones)); `None` if all are held. A segment's value is
 /// `<of>|<owner>`.
 pub(super) async fn take_segment(
     client: &Client,
@@ -187,7 +179,7 @@ pub(super) async fn take_segment(
     of: u32,
     owner: &str,
     lease: i64,
-    mark: &Mark,
+    tombstone: &Tombstone,
 ) -> Result<Option<Segment>, StoreError> {
     let base = names.base.as_str();
     let value = format!("{of}|{owner}");
@@ -215,24 +207,24 @@ pub(super) async fn take_segment(
         let txn = Txn::new()
             .when([
                 Compare::create_revision(stored.as_str(), CompareOp::Equal, 0),
-                mark.unmoved(),
+                tombstone.unmoved(),
             ])
             .and_then([put])
             .or_else([TxnOp::get(
-                mark.key.as_str(),
+                tombstone.key.as_str(),
                 Some(GetOptions::new().with_keys_only()),
             )]);
         let reply = bounded(timeout, true, client.clone().txn(txn)).await?;
-        let marked = reply.op_responses().iter().any(|response| {
+        let tombstoned = reply.op_responses().iter().any(|response| {
             matches!(response, TxnOpResponse::Get(got)
-                if got.kvs().first().is_some_and(|kv| kv.mod_revision() > mark.seen))
+                if got.kvs().first().is_some_and(|kv| kv.mod_revision() > tombstone.seen))
         });
-        if marked {
-            return Err(marks::retired());
+        if tombstoned {
+            return Err(tombstones::retired());
         }
         if reply.succeeded() {
             let Some(revision) = reply.header().map(|h| h.revision()) else {
-                return Err(StoreError::new("etcd answered without a header", true));
+                return Err(StoreError::in_doubt("etcd answered without a header"));
             };
             return Ok(Some(Segment {
                 stored,
@@ -243,75 +235,4 @@ pub(super) async fn take_segment(
         }
     }
     Ok(None)
-}
-
-/// The segment a stored key names (`<base><index>`).
-fn segment_index(key: &[u8], base: &str) -> Option<u32> {
-    std::str::from_utf8(key.strip_prefix(base.as_bytes())?)
-        .ok()?
-        .parse()
-        .ok()
-}
-
-/// A segment value's count and holder.
-fn split_value(value: &[u8]) -> (Option<u32>, &[u8]) {
-    match value.iter().position(|&b| b == b'|') {
-        Some(bar) => {
-            let of = std::str::from_utf8(&value[..bar])
-                .ok()
-                .and_then(|s| s.parse().ok());
-            (of, &value[bar + 1..])
-        }
-        None => (None, value),
-    }
-}
-
-/// One stored segment: where it is, and the count and holder its value
-/// names.
-struct HeldSegment {
-    segment: Segment,
-    of: Option<u32>,
-    holder: Vec<u8>,
-}
-
-/// The segments stored under `base`.
-async fn held_segments(
-    client: &Client,
-    timeout: Duration,
-    base: &str,
-) -> Result<Vec<HeldSegment>, StoreError> {
-    let all = GetOptions::new().with_prefix();
-    let held = bounded(timeout, false, client.clone().get(base, Some(all))).await?;
-    let segments = held.kvs().iter().filter_map(|kv| {
-        let index = segment_index(kv.key(), base)?;
-        let (of, holder) = split_value(kv.value());
-        let segment = Segment {
-            stored: format!("{base}{index}"),
-            index,
-            revision: kv.create_revision(),
-            lease: kv.lease(),
-        };
-        let holder = holder.to_vec();
-        Some(HeldSegment {
-            segment,
-            of,
-            holder,
-        })
-    });
-    Ok(segments.collect())
-}
-
-/// The segment of `owner` among the stored ones, found by value (for a
-/// release whose acquire's answer never arrived).
-pub(super) async fn find_segment(
-    client: &Client,
-    timeout: Duration,
-    base: &str,
-    owner: &str,
-) -> Result<Option<(String, i64)>, StoreError> {
-    let held = held_segments(client, timeout, base).await?;
-    let mine = held
-        .into_iter()
-        .find(|held| held.holder == owner.as_bytes());
-    Ok(mine.map(|held| (held.segment.stored, held.segment.revision)))
 }

@@ -15,9 +15,10 @@ use tokio::sync::watch;
 
 use super::errors::{bounded, store_error};
 use super::queue::Names;
+use crate::backend::ReleaseSignal;
 use crate::backend::queued::AbortOnDrop;
-use crate::backend::{LockKind, ReleaseSignal};
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
+use crate::kind::LockKind;
 
 /// What a waiter waits for next.
 enum Behind {
@@ -185,7 +186,7 @@ async fn deleted(mut stream: WatchStream) -> Result<(), StoreError> {
                     return Ok(());
                 }
             }
-            Ok(None) => return Err(StoreError::new("the watch closed", false)),
+            Ok(None) => return Err(StoreError::not_applied("the watch closed")),
             Err(err) => return Err(store_error(err, false)),
         }
     }
@@ -228,6 +229,6 @@ async fn open(
             "etcd refused the watch: {}",
             reply.cancel_reason()
         ))),
-        _ => Err(StoreError::new("etcd did not create the watch", false)),
+        _ => Err(StoreError::not_applied("etcd did not create the watch")),
     }
 }

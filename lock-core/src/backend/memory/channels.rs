@@ -7,8 +7,8 @@ use tokio::sync::watch;
 
 use super::{MemoryBackend, Shards};
 use crate::backend::ReleaseSignal;
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 
 #[derive(Debug)]
 pub(super) struct Channel {

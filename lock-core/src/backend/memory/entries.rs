@@ -8,10 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{HeldBy, State};
-use crate::backend::{Attempt, LockKind};
+use crate::backend::Attempt;
+use crate::backend::stored_keys::{KeyMap, StoredKeys};
+use crate::error::StoreError;
 use crate::inspect::Holder;
-use crate::keys::{KeyMap, StoredKeys};
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// The leases (and queue entries) one kind of lock keeps on one key.

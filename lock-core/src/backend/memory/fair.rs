@@ -8,9 +8,10 @@ use tokio::time::Instant;
 
 use super::HeldBy;
 use super::entries::{Entries, Released};
-use crate::backend::{Attempt, Grant, LockKind};
+use crate::backend::{Attempt, Grant};
+use crate::error::StoreError;
 use crate::inspect::Holder;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// The queue of one key: the holder (if any) first, then the waiters'

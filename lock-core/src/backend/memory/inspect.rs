@@ -5,10 +5,10 @@ use tokio::time::Instant;
 
 use super::entries::Entries;
 use super::{MemoryBackend, State};
-use crate::backend::LockKind;
+use crate::backend::key_shards::SHARDS;
+use crate::backend::stored_keys::{KeyMap, StoredKeys};
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern};
-use crate::keys::{KeyMap, StoredKeys};
-use crate::sharded::SHARDS;
+use crate::kind::LockKind;
 
 impl State {
     /// Removes every kind of lock on `keys`; whether anything was there.

@@ -11,12 +11,13 @@ use self::entries::Released;
 use self::fair::FairQueue;
 use self::permits::Permits;
 use self::rw::ReadWrite;
-use super::{Attempt, Backend, Grant, LockKind, ReleaseSignal, StoreFuture};
+use super::{Attempt, Backend, Grant, ReleaseSignal, StoreFuture};
+use crate::backend::key_shards::KeyShards;
+use crate::backend::stored_keys::{KeyMap, StoredKeys};
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Inspection, Pattern};
-use crate::keys::{KeyMap, StoredKeys};
+use crate::kind::LockKind;
 use crate::owner::Owner;
-use crate::sharded::Sharded;
-use crate::store_error::StoreError;
 use crate::token::FencingToken;
 
 mod channels;
@@ -56,7 +57,7 @@ pub struct MemoryBackend {
 /// locks on different keys share no counter.
 #[derive(Debug, Default)]
 struct Shards {
-    shards: Sharded<State>,
+    shards: KeyShards<State>,
 }
 
 #[derive(Debug)]

@@ -7,8 +7,9 @@ use tokio::time::Instant;
 
 use super::HeldBy;
 use super::entries::{Entries, Released, renew_holder};
-use crate::backend::{Attempt, Grant, LockKind};
-use crate::store_error::StoreError;
+use crate::backend::{Attempt, Grant};
+use crate::error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// The permits of one key.

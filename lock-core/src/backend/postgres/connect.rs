@@ -14,7 +14,7 @@ use super::poll::Poll;
 use super::schema::{FORMAT, Schema};
 use super::transport::Transport;
 use super::{Connections, PostgresBackend, Statements, Wakeups, checkout, column};
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 /// Connections in the pool: lock statements are short.
 const POOL_SIZE: usize = 4;
@@ -95,7 +95,7 @@ impl PostgresBackend {
             .wait_timeout(Some(timeout))
             .create_timeout(Some(timeout))
             .build()
-            .map_err(|err| StoreError::new(err, false))?;
+            .map_err(StoreError::not_applied)?;
         let client = checkout(&pool, timeout).await?;
         // Unprepared (`query_typed`): behind a transaction pooler a named
         // statement may be gone by the next transaction.

@@ -8,7 +8,7 @@ use tokio_postgres::Error;
 use tokio_postgres::error::SqlState;
 
 use super::schema::FORMAT;
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Applied, Refusal, StoreError};
 
 /// Awaits `request` for at most `timeout`, its failure as a
 /// [`StoreError`] ([`StoreError::within`]).
@@ -17,7 +17,7 @@ pub(super) async fn bounded<T>(
     writes: bool,
     request: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, StoreError> {
-    StoreError::within(timeout, writes, request, store_error).await
+    StoreError::bounded(timeout, writes, request, store_error).await
 }
 
 /// `err` as a [`StoreError`]: the refusals no retry fixes by what they
@@ -81,7 +81,7 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
             // A statement the server answered with an error was not
             // applied; one cut off on the way may have been.
             let answered = err.code().is_some();
-            StoreError::new(err, writes && !answered)
+            StoreError::transient(err, Applied::maybe_if(writes && !answered))
         }
     }
 }

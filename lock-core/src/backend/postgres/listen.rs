@@ -19,8 +19,8 @@ use tokio_postgres::{AsyncMessage, Config, NoTls, Socket};
 
 use super::schema::Schema;
 use super::transport::Transport;
-use crate::backend::ReleaseSignal;
-use crate::store_error::StoreError;
+use crate::backend::{Backoff, ReleaseSignal};
+use crate::error::StoreError;
 
 /// The listening task and the waiters it wakes.
 pub(super) struct Listener {
@@ -121,7 +121,7 @@ impl Listener {
         }
         tokio::time::timeout(timeout, listening)
             .await
-            .map_err(|_| StoreError::new("the LISTEN connection did not start in time", false))
+            .map_err(|_| StoreError::not_applied("the LISTEN connection did not start in time"))
     }
 
     /// A signal of the releases of the lock stored as `name`; active at once.
@@ -130,7 +130,7 @@ impl Listener {
         // made here is ended by the next `down`.
         let mut routes = self.shared.routes();
         if !self.shared.up.load(Ordering::Acquire) {
-            return Err(StoreError::new("the LISTEN connection is down", false));
+            return Err(StoreError::not_applied("the LISTEN connection is down"));
         }
         let route = routes.entry(name.to_owned()).or_insert_with(|| Route {
             releases: watch::Sender::new(0),
@@ -162,8 +162,9 @@ where
     T::TlsConnect: Send,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    const FIRST_PAUSE: Duration = Duration::from_millis(100);
-    let mut pause = FIRST_PAUSE;
+    // Reconnects of many processes after one outage spread out (jitter).
+    const PAUSES: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    let mut pauses = PAUSES;
     loop {
         if let Ok(Ok((client, mut connection))) =
             tokio::time::timeout(timeout, config.connect(tls.clone())).await
@@ -178,7 +179,7 @@ where
                             break;
                         }
                         listening = true;
-                        pause = FIRST_PAUSE;
+                        pauses = PAUSES;
                         shared.up.store(true, Ordering::Release);
                         shared.listening.notify_waiters();
                     }
@@ -191,7 +192,6 @@ where
             }
             shared.down();
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(2));
+        tokio::time::sleep(pauses.pause()).await;
     }
 }

@@ -23,10 +23,11 @@ use self::errors::{bounded, store_error};
 use self::listen::Listener;
 use self::poll::Poll;
 use self::schema::{Schema, Sql};
-use super::{Attempt, Grant, LockKind, Operators, ReleaseSignal, Store};
+use super::{Attempt, Grant, Operators, ReleaseSignal, Store};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// Leases in PostgreSQL: one row per held lock in the table `leases` of
@@ -65,6 +66,14 @@ pub struct PostgresBackend {
     statements: Statements,
     /// Ends the sweep with the backend.
     _sweep: sweep::Sweep,
+}
+
+impl std::fmt::Debug for PostgresBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBackend")
+            .field("store", &crate::backend::Store::describe(self))
+            .finish_non_exhaustive()
+    }
 }
 
 /// The pool, and how statements go over it.
@@ -168,7 +177,7 @@ async fn checkout(pool: &Pool, timeout: Duration) -> Result<deadpool_postgres::O
     match tokio::time::timeout(timeout, pool.get()).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(deadpool_postgres::PoolError::Backend(err))) => Err(store_error(err, false)),
-        Ok(Err(err)) => Err(StoreError::new(err, false)),
+        Ok(Err(err)) => Err(StoreError::not_applied(err)),
         Err(_) => Err(StoreError::timed_out(timeout).unknown(false)),
     }
 }
@@ -213,7 +222,7 @@ impl Store for PostgresBackend {
             .await?;
         let row = rows
             .first()
-            .ok_or_else(|| StoreError::new("take answered no row", false))?;
+            .ok_or_else(|| StoreError::not_applied("take answered no row"))?;
         let token: Option<i64> = column(row, 0)?;
         let place: Option<i32> = column(row, 1)?;
         let wait: Option<i64> = column(row, 2)?;
@@ -326,7 +335,7 @@ impl PostgresBackend {
             .await?;
         let row = rows
             .first()
-            .ok_or_else(|| StoreError::new("acquire answered no row", false))?;
+            .ok_or_else(|| StoreError::not_applied("acquire answered no row"))?;
         let token: Option<i64> = column(row, 0)?;
         let remaining: Option<i64> = column(row, 1)?;
         Ok(match token {
@@ -456,7 +465,7 @@ impl Operators for PostgresBackend {
             .await?;
         let row = rows
             .first()
-            .ok_or_else(|| StoreError::new("force_release answered no row", false))?;
+            .ok_or_else(|| StoreError::not_applied("force_release answered no row"))?;
         let removed = usize::try_from(column::<i64>(row, 0)?).unwrap_or(0);
         Ok(ForceReleased::new(removed, Some(token_of(column(row, 1)?))))
     }

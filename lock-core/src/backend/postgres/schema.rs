@@ -29,7 +29,7 @@
 
 use tokio_postgres::types::Type;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 /// The format of the tables this client reads and writes.
 pub(crate) const FORMAT: u32 = 2;

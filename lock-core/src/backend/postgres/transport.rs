@@ -6,7 +6,7 @@
 use tokio_postgres::Config;
 use tokio_postgres::config::SslMode;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 /// The transport of every connection of a backend.
 #[derive(Clone)]

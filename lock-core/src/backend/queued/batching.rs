@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// Work done for many askers at once.
 pub(crate) trait BatchWork: Send + 'static {
@@ -120,7 +120,7 @@ impl<R: BatchWork> LazyBatchRunner<R> {
         };
         match tokio::time::timeout(timeout, rounds.ask(ask)).await {
             Ok(Some(answer)) => answer,
-            Ok(None) => Err(StoreError::new("a background task stopped", false)),
+            Ok(None) => Err(StoreError::not_applied("a background task stopped")),
             Err(_) => Err(StoreError::timed_out(timeout)),
         }
     }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep_until};
 
-use crate::backend::BoxFuture;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
+use futures_util::future::BoxFuture;
 
 /// A lease entries are kept under.
 pub(crate) trait Leased: Send + Sync + 'static {

@@ -22,9 +22,9 @@ use tokio::sync::oneshot;
 
 use super::keys::{channel, fence};
 use super::scripts::{ACQUIRE_SCRIPT, BATCH_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT};
-use super::{Publish, Sent, lock_invocation, within};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use super::{Publish, Sent, lock_invocation, send_or_resend};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 
 /// Most operations in one script call.
 const MAX_BATCH: usize = 64;
@@ -33,7 +33,7 @@ const MAX_BATCH: usize = 64;
 pub(super) const MAX_IN_FLIGHT: usize = 2;
 
 /// One lock operation.
-pub(super) enum Operation {
+pub(super) enum LeaseCall {
     /// Take the lease for this many milliseconds.
     Acquire(u64),
     /// Extend the lease to this many milliseconds from now.
@@ -42,7 +42,7 @@ pub(super) enum Operation {
     Release(Publish),
 }
 
-impl Operation {
+impl LeaseCall {
     /// A call of this operation's own script (cheaper for the server than
     /// the batch script's loop when it goes alone).
     pub(super) fn invocation(
@@ -51,9 +51,9 @@ impl Operation {
         owner: &str,
     ) -> redis::ScriptInvocation<'static> {
         match self {
-            Operation::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
-            Operation::Renew(ttl_ms) => lock_invocation(&RENEW_SCRIPT, keys, owner, ttl_ms),
-            Operation::Release(publish) => {
+            LeaseCall::Acquire(ttl_ms) => lock_invocation(&ACQUIRE_SCRIPT, keys, owner, ttl_ms),
+            LeaseCall::Renew(ttl_ms) => lock_invocation(&RENEW_SCRIPT, keys, owner, ttl_ms),
+            LeaseCall::Release(publish) => {
                 let mut call = lock_invocation(&RELEASE_SCRIPT, keys, owner, channel(keys));
                 call.arg(publish.command());
                 call
@@ -63,7 +63,7 @@ impl Operation {
 }
 
 struct Queued {
-    operation: Operation,
+    operation: LeaseCall,
     keys: StoredKeys,
     owner: Box<str>,
     reply: oneshot::Sender<Result<Sent<redis::Value>, StoreError>>,
@@ -109,7 +109,7 @@ where
     /// its reply, within the timeout (queueing included).
     pub(super) async fn run(
         self: &Arc<Self>,
-        operation: Operation,
+        operation: LeaseCall,
         keys: &StoredKeys,
         owner: &str,
     ) -> Result<Sent<redis::Value>, StoreError> {
@@ -141,9 +141,8 @@ where
                 sender.hand_on();
             }
             answer.await.unwrap_or_else(|_| {
-                Err(StoreError::new(
+                Err(StoreError::in_doubt(
                     "the call carrying this lock operation was dropped",
-                    true,
                 ))
             })
         };
@@ -158,18 +157,18 @@ where
     fn give_back(&self, keys: StoredKeys, owner: Box<str>) {
         let (reply, _) = oneshot::channel();
         self.state().queued.push(Queued {
-            operation: Operation::Release(Publish::Plain),
+            operation: LeaseCall::Release(Publish::Plain),
             keys,
             owner,
             reply,
         });
     }
 
-    /// Sends one call (again if its connection broke, see [`within`]) and
+    /// Sends one call (again if its connection broke, see [`send_or_resend`]) and
     /// hands each operation its reply.
     async fn send(&self, batch: Vec<Queued>) {
         let invocation = &invocation(&batch);
-        let sent = within(self.timeout, || {
+        let sent = send_or_resend(self.timeout, || {
             let mut connection = self.connection.clone();
             async move { invocation.invoke_async(&mut connection).await }
         })
@@ -183,7 +182,7 @@ where
                 (other, n) => {
                     let unexpected =
                         format!("unexpected reply to a call of {n} lock operations: {other:?}");
-                    return Err(StoreError::new(unexpected, true));
+                    return Err(StoreError::in_doubt(unexpected));
                 }
             };
             Ok(replies
@@ -195,7 +194,7 @@ where
                 for (queued, sent) in batch.into_iter().zip(replies) {
                     let taken = matches!(
                         (&queued.operation, &sent.reply),
-                        (Operation::Acquire(_), redis::Value::BulkString(_))
+                        (LeaseCall::Acquire(_), redis::Value::BulkString(_))
                     );
                     if queued.reply.send(Ok(sent)).is_err() && taken {
                         // Its caller gave up waiting: give the lease back.
@@ -246,9 +245,9 @@ fn invocation(batch: &[Queued]) -> redis::ScriptInvocation<'static> {
     for queued in batch {
         invocation.key(queued.keys.lease()).key(fence(&queued.keys));
         match queued.operation {
-            Operation::Acquire(ttl_ms) => invocation.arg("a").arg(&*queued.owner).arg(ttl_ms),
-            Operation::Renew(ttl_ms) => invocation.arg("n").arg(&*queued.owner).arg(ttl_ms),
-            Operation::Release(_) => invocation
+            LeaseCall::Acquire(ttl_ms) => invocation.arg("a").arg(&*queued.owner).arg(ttl_ms),
+            LeaseCall::Renew(ttl_ms) => invocation.arg("n").arg(&*queued.owner).arg(ttl_ms),
+            LeaseCall::Release(_) => invocation
                 .arg("r")
                 .arg(&*queued.owner)
                 .arg(channel(&queued.keys)),

@@ -12,8 +12,8 @@ use super::pubsub::Hub;
 use super::sentinel::{SentinelMaster, SentinelUrl};
 use super::slots::SlotMasters;
 use super::wait::{Masters, WaitConnections};
-use super::{Publish, RedisBackend, once};
-use crate::store_error::{Refusal, StoreError};
+use super::{Publish, RedisBackend, bounded};
+use crate::error::{Refusal, StoreError};
 
 impl RedisBackend<RedisConnection> {
     /// Connects to the server at `url` (`redis://host:port/db`,
@@ -70,7 +70,7 @@ impl RedisBackend<RedisConnection> {
             .connection_timeout(timeout)
             .build()
             .map_err(invalid)?;
-        let connection = once(timeout, client.get_async_connection())
+        let connection = bounded(timeout, client.get_async_connection())
             .await
             .map_err(|err| err.unknown(false))?;
         refuse_before_redis_7(&connection, timeout).await?;
@@ -95,7 +95,7 @@ impl RedisBackend<RedisConnection> {
             if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
                 let sentinels = url.sentinels.join(", ");
                 let why = format!("no sentinel of {sentinels} names a master `{}`", url.master);
-                return StoreError::new(why, false);
+                return StoreError::not_applied(why);
             }
             StoreError::from(err).unknown(false)
         })?;
@@ -176,7 +176,7 @@ impl RedisBackend<RedisConnection> {
             return Self::follow_sentinels(&SentinelUrl::parse(url)?, timeout).await;
         }
         let client = open(url, roots)?;
-        // Responses are bounded per request by `within` instead (WAIT needs
+        // Responses are bounded per request by `send_or_resend` instead (WAIT needs
         // a longer bound than the others).
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -186,7 +186,7 @@ impl RedisBackend<RedisConnection> {
         let connect = ConnectionManager::new_with_config(client.clone(), config);
         let connection = tokio::time::timeout(timeout, connect)
             .await
-            .map_err(|_| StoreError::new(format!("could not connect within {timeout:?}"), false))?
+            .map_err(|_| StoreError::not_applied(format!("could not connect within {timeout:?}")))?
             .map_err(|err| StoreError::from(err).unknown(false))?;
         let description = format!("redis {}", client.get_connection_info().addr());
         let connection = RedisConnection::server(connection);

@@ -9,7 +9,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::sentinel::{SentinelConnection, SentinelMaster};
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// The command connection of a backend made by
 /// [`RedisBackend::connect`](super::RedisBackend::connect): to one server
@@ -18,6 +18,12 @@ use crate::store_error::StoreError;
 /// slot, `MOVED` and `ASK` followed).
 #[derive(Clone)]
 pub struct RedisConnection(Route);
+
+impl std::fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConnection").finish_non_exhaustive()
+    }
+}
 
 #[derive(Clone)]
 enum Route {

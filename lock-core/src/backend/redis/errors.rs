@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Applied, Refusal, StoreError};
 
 /// Error answers of Redis that a later try may not get: loading, a busy
 /// script, a failover or resharding under way, too few replicas.
@@ -59,7 +59,7 @@ impl From<redis::RedisError> for StoreError {
             (err.is_timeout() || err.is_connection_dropped() || err.kind() == ErrorKind::Parse)
                 && !err.is_connection_refusal();
         if transient {
-            StoreError::new(RedisCause(err), unknown)
+            StoreError::transient(RedisCause(err), Applied::maybe_if(unknown))
         } else {
             StoreError::permanent(RedisCause(err)).unknown(unknown)
         }
@@ -68,7 +68,7 @@ impl From<redis::RedisError> for StoreError {
 
 /// A Redis error as a cause. Its own cause is left out where it only repeats
 /// its message, as an I/O error's does: a chain printed cause by cause then
-/// names "connection refused" once.
+/// names "connection refused" bounded.
 #[derive(Debug)]
 struct RedisCause(redis::RedisError);
 

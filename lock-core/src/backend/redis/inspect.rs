@@ -10,11 +10,12 @@ use redis::aio::ConnectionLike;
 use super::keys::{channel, fence};
 use super::scripts::{FORCE_RELEASE_OWNER_SCRIPT, FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
-use super::{RedisBackend, once};
-use crate::backend::{LockKind, Operators};
+use super::{RedisBackend, bounded};
+use crate::backend::Operators;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// Keys asked for per `SCAN` step.
@@ -31,7 +32,7 @@ fn on_every_kind<'s>(script: &'s redis::Script, keys: &StoredKeys) -> redis::Scr
 }
 
 fn unexpected(what: &str) -> StoreError {
-    StoreError::new(format!("an unexpected reply to {what}"), false)
+    StoreError::not_applied(format!("an unexpected reply to {what}"))
 }
 
 /// The kind a holder's tag in inspect.lua's reply names.
@@ -137,7 +138,7 @@ where
         if let Some(Masters::Slots(slots)) = self.waits.as_ref().map(|w| &w.masters) {
             for master in slots.masters().await? {
                 let client = slots.client(&master)?;
-                let connection = once(self.timeout, client.get_multiplexed_async_connection());
+                let connection = bounded(self.timeout, client.get_multiplexed_async_connection());
                 let connection = connection.await?;
                 self.scan(connection, namespace, pattern, &mut held).await?;
             }
@@ -171,7 +172,7 @@ where
                 .arg("COUNT")
                 .arg(SCAN_COUNT);
             let (next, names): (u64, Vec<String>) =
-                once(self.timeout, scan.query_async(&mut connection)).await?;
+                bounded(self.timeout, scan.query_async(&mut connection)).await?;
             let found = names.iter().filter_map(|name| user_key_of(name, namespace));
             held.extend(found.filter(|key| pattern.matches(key)));
             if next == 0 || held.len() >= MAX_LISTED {

@@ -33,7 +33,7 @@ use std::fmt;
 
 use redis::{RedisWrite, ToRedisArgs};
 
-use crate::keys::StoredKeys;
+use crate::backend::stored_keys::StoredKeys;
 
 /// The token record: the newest token of the lock, kept until the server
 /// clock is 10 s past it.

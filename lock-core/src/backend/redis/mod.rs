@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
-use self::batch::{Batcher, Operation};
+use self::batch::{Batcher, LeaseCall};
 use self::connection::Endpoint;
 pub use self::connection::RedisConnection;
 use self::keys::{channel, fence};
@@ -32,11 +32,12 @@ use self::scripts::{
     ENTRY_RENEW_SCRIPT, FAIR_ACQUIRE_SCRIPT, FAIR_RELEASE_SCRIPT, PERMIT_ACQUIRE_SCRIPT,
     PERMIT_RELEASE_SCRIPT, RW_ACQUIRE_SCRIPT, RW_RELEASE_SCRIPT,
 };
-pub(crate) use self::send::{Sent, once, within};
+pub(crate) use self::send::{Sent, bounded, send_or_resend};
 use self::wait::WaitConnections;
-use super::{Attempt, LockKind, ReleaseSignal, Store};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use super::{Attempt, ReleaseSignal, Store};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Leases in Redis: one server, the master a set of sentinels names
 /// ([`connect_sentinel`](Self::connect_sentinel), `redis+sentinel://`), a
@@ -67,6 +68,14 @@ pub struct RedisBackend<C = RedisConnection> {
     description: String,
     /// How releases are published.
     publish: Publish,
+}
+
+impl<C> std::fmt::Debug for RedisBackend<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("store", &self.description)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How releases are published: `PUBLISH`, or `SPUBLISH` in a cluster,
@@ -111,13 +120,13 @@ where
     }
 
     /// Runs `request` on a clone of the connection within the timeout,
-    /// sending it again once if the connection broke (see [`within`]).
-    async fn bounded<T, F, Fut>(&self, mut request: F) -> Result<Sent<T>, StoreError>
+    /// sending it again once if the connection broke (see [`send_or_resend`]).
+    async fn send<T, F, Fut>(&self, mut request: F) -> Result<Sent<T>, StoreError>
     where
         F: FnMut(C) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        within(self.timeout, || request(self.connection.clone())).await
+        send_or_resend(self.timeout, || request(self.connection.clone())).await
     }
 }
 
@@ -126,12 +135,12 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     /// Runs `call` within the request bound (sent once more on a broken
-    /// connection, as [`within`] says).
+    /// connection, as [`send_or_resend`] says).
     async fn script<T: redis::FromRedisValue>(
         &self,
         call: &redis::ScriptInvocation<'_>,
     ) -> Result<Sent<T>, StoreError> {
-        self.bounded(|mut conn| async move { call.invoke_async(&mut conn).await })
+        self.send(|mut conn| async move { call.invoke_async(&mut conn).await })
             .await
     }
 
@@ -139,7 +148,7 @@ where
     /// batches, else in a call of its own.
     async fn lock_operation(
         &self,
-        operation: Operation,
+        operation: LeaseCall,
         keys: &StoredKeys,
         owner: &str,
     ) -> Result<Sent<redis::Value>, StoreError> {
@@ -147,7 +156,7 @@ where
             Some(batcher) => batcher.run(operation, keys, owner).await,
             None => {
                 let invocation = &operation.invocation(keys, owner);
-                self.bounded(|mut conn| async move { invocation.invoke_async(&mut conn).await })
+                self.send(|mut conn| async move { invocation.invoke_async(&mut conn).await })
                     .await
             }
         }
@@ -175,7 +184,7 @@ fn renew_invocation(
     ttl: Duration,
 ) -> redis::ScriptInvocation<'static> {
     if kind == LockKind::Exclusive {
-        return Operation::Renew(millis(ttl)).invocation(keys, owner);
+        return LeaseCall::Renew(millis(ttl)).invocation(keys, owner);
     }
     let mut call = ENTRY_RENEW_SCRIPT.key(keys.of_kind(kind));
     call.arg(owner).arg(millis(ttl));
@@ -204,7 +213,7 @@ where
     ) -> Result<Attempt, StoreError> {
         let reply = match kind {
             LockKind::Exclusive => {
-                let operation = Operation::Acquire(millis(ttl));
+                let operation = LeaseCall::Acquire(millis(ttl));
                 self.lock_operation(operation, keys, owner).await?.reply
             }
             LockKind::Permit { of } | LockKind::Segment { of } => {
@@ -244,7 +253,7 @@ where
     ) -> Result<bool, StoreError> {
         let reply: redis::Value = match kind {
             LockKind::Exclusive => {
-                let operation = Operation::Renew(millis(ttl));
+                let operation = LeaseCall::Renew(millis(ttl));
                 self.lock_operation(operation, keys, owner).await?.reply
             }
             other => {
@@ -255,7 +264,7 @@ where
         if let Some(err) = other_format(&reply) {
             return Err(err);
         }
-        let renewed: i64 = redis::from_redis_value(reply).map_err(|e| StoreError::new(e, true))?;
+        let renewed: i64 = redis::from_redis_value(reply).map_err(StoreError::in_doubt)?;
         Ok(renewed == 1)
     }
 
@@ -267,7 +276,7 @@ where
     ) -> Result<bool, StoreError> {
         let sent = match kind {
             LockKind::Exclusive => {
-                let release = Operation::Release(self.publish);
+                let release = LeaseCall::Release(self.publish);
                 self.lock_operation(release, keys, owner).await?
             }
             LockKind::Permit { .. } | LockKind::Segment { .. } => {
@@ -290,8 +299,7 @@ where
         if let Some(err) = other_format(&sent.reply) {
             return Err(err);
         }
-        let released: i64 =
-            redis::from_redis_value(sent.reply).map_err(|err| StoreError::new(err, true))?;
+        let released: i64 = redis::from_redis_value(sent.reply).map_err(StoreError::in_doubt)?;
         match (released, sent.maybe_twice) {
             (1, _) => Ok(true),
             (_, false) => Ok(false),
@@ -327,7 +335,7 @@ where
         let mut publish = redis::cmd(self.publish.command());
         publish.arg(channel(keys)).arg("1");
         let publish = &publish;
-        self.bounded(|mut conn| async move { publish.query_async::<i64>(&mut conn).await })
+        self.send(|mut conn| async move { publish.query_async::<i64>(&mut conn).await })
             .await
             .map(drop)
     }

@@ -7,8 +7,8 @@ use super::RedisBackend;
 use super::keys::fence;
 use super::replies::other_format;
 use super::scripts::RAISE_SCRIPT;
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::token::FencingToken;
 
 impl<C> RedisBackend<C>
@@ -30,7 +30,7 @@ where
         if let Some(err) = other_format(&reply) {
             return Err(err);
         }
-        let raised: i64 = redis::from_redis_value(reply).map_err(|e| StoreError::new(e, true))?;
+        let raised: i64 = redis::from_redis_value(reply).map_err(StoreError::in_doubt)?;
         Ok(raised == 1)
     }
 }

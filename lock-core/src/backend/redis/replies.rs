@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backend::{Attempt, Grant};
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 use crate::token::FencingToken;
 
 /// The format version every stored value starts with (`1|`; see
@@ -52,11 +52,10 @@ pub(super) fn acquire_outcome(reply: redis::Value, ttl: Duration) -> Result<Atte
             .and_then(|d| d.parse().ok())
             .map(|token| Attempt::Acquired(Grant::new(FencingToken::new(token), ttl)))
             // The script ran: it may have taken the lease.
-            .ok_or_else(|| StoreError::new(format!("unexpected token {digits:?}"), true)),
-        other => Err(StoreError::new(
-            format!("unexpected acquire reply {other:?}"),
-            true,
-        )),
+            .ok_or_else(|| StoreError::in_doubt(format!("unexpected token {digits:?}"))),
+        other => Err(StoreError::in_doubt(format!(
+            "unexpected acquire reply {other:?}"
+        ))),
     }
 }
 
@@ -91,7 +90,7 @@ pub(super) fn shared_outcome(
         (Attempt::Acquired(grant), Some(segment)) => {
             Ok(Attempt::Acquired(grant.with_segment(segment)))
         }
-        _ => Err(StoreError::new("unexpected segment reply", true)),
+        _ => Err(StoreError::in_doubt("unexpected segment reply")),
     }
 }
 

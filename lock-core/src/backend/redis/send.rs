@@ -1,10 +1,10 @@
-//! Sending one request within its bound: once more on a broken
-//! connection ([`within`]), or exactly once ([`once`]).
+//! Sending one request within its time bound: once more on a broken
+//! connection ([`send_or_resend`]), or exactly once ([`bounded`]).
 
 use std::future::Future;
 use std::time::Duration;
 
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// A reply, and whether the request may have been applied twice: its first
 /// send broke off with its outcome unknown, and it was sent again.
@@ -21,7 +21,7 @@ pub(crate) struct Sent<T> {
 ///
 /// Only requests that are safe to repeat go through here: an acquire is
 /// idempotent per owner value, releases and renewals are owner-checked.
-pub(crate) async fn within<T, Fut>(
+pub(crate) async fn send_or_resend<T, Fut>(
     timeout: Duration,
     mut send: impl FnMut() -> Fut,
 ) -> Result<Sent<T>, StoreError>
@@ -53,17 +53,17 @@ where
             }
         }
     };
-    once(timeout, sends).await
+    bounded(timeout, sends).await
 }
 
 /// Awaits `request` for at most `timeout`; running out of it is an error
 /// whose outcome is unknown (the request may have been applied).
-pub(crate) async fn once<T, E>(
+pub(crate) async fn bounded<T, E>(
     timeout: Duration,
     request: impl Future<Output = Result<T, E>>,
 ) -> Result<T, StoreError>
 where
     StoreError: From<E>,
 {
-    StoreError::within(timeout, true, request, |err, _| StoreError::from(err)).await
+    StoreError::bounded(timeout, true, request, |err, _| StoreError::from(err)).await
 }

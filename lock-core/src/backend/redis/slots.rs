@@ -10,8 +10,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo, Slot};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
 
-use super::once;
-use crate::store_error::{Refusal, StoreError};
+use super::bounded;
+use crate::error::{Refusal, StoreError};
 
 /// Finds slot masters with `CLUSTER SLOTS` (the endpoints the nodes
 /// announce) and connects to them with the credentials of the nodes given.
@@ -61,10 +61,7 @@ impl SlotMasters {
             _ => self.ask().await?,
         };
         map.0.get(&Slot::for_key(key)).cloned().ok_or_else(|| {
-            StoreError::new(
-                "no master serves the lock's slot (the cluster is down)",
-                false,
-            )
+            StoreError::not_applied("no master serves the lock's slot (the cluster is down)")
         })
     }
 
@@ -87,9 +84,9 @@ impl SlotMasters {
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
         let mut connection = self.connection.clone();
         let asked = connection.route_command(redis::cmd("CLUSTER").arg("SLOTS").clone(), routing);
-        let map = once(self.timeout, asked).await.and_then(|reply| {
+        let map = bounded(self.timeout, asked).await.and_then(|reply| {
             slot_map(reply)
-                .ok_or_else(|| StoreError::new("an unexpected CLUSTER SLOTS reply", false))
+                .ok_or_else(|| StoreError::not_applied("an unexpected CLUSTER SLOTS reply"))
         });
         let map = Arc::new(map.inspect_err(|_| self.stale())?);
         *self.map.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&map));

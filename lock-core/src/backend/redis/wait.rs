@@ -17,10 +17,10 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 
 use super::connection::Endpoint;
 use super::slots::SlotMasters;
-use super::{RedisBackend, millis, once, renew_invocation};
-use crate::backend::LockKind;
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use super::{RedisBackend, bounded, millis, renew_invocation};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Idle connections kept for later confirmations; more are opened while
 /// more confirm at once, and closed after.
@@ -112,7 +112,7 @@ impl WaitConnections {
                     (client, Master::Generation(generation))
                 }
                 (Masters::Slots(_), _) => {
-                    return Err(StoreError::new("no cluster node to confirm on", false));
+                    return Err(StoreError::not_applied("no cluster node to confirm on"));
                 }
             };
             let connection = client
@@ -127,7 +127,7 @@ impl WaitConnections {
                 })?;
             Ok::<_, StoreError>((master, connection))
         };
-        once(timeout, connect).await
+        bounded(timeout, connect).await
     }
 
     fn put_back(&self, connection: (Master, MultiplexedConnection)) {
@@ -157,7 +157,7 @@ where
         let Some(connections) = &self.waits else {
             // A connection given by the caller: the shared one.
             let mut shared = self.connection.clone();
-            return once(
+            return bounded(
                 self.timeout + within,
                 wait.query_async::<usize>(&mut shared),
             )
@@ -207,7 +207,7 @@ where
             }
             renewed => renewed?,
         };
-        let confirmed = once(self.timeout + within, wait.query_async(&mut connection)).await?;
+        let confirmed = bounded(self.timeout + within, wait.query_async(&mut connection)).await?;
         connections.put_back((master, connection));
         // Renewed nothing: the lease is gone, and there is nothing to confirm.
         Ok(if renewed == 1 { confirmed } else { 0 })

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 
 use super::RedLockBackend;
-use crate::backend::{Backend, LockKind, Operators, RedisBackend};
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Backend, Operators, RedisBackend};
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 
 impl RedLockBackend {
     /// The answers of every master, or the error of too few.

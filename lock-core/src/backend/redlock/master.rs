@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use crate::backend::RedisBackend;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// One master: connected when first reachable, and kept (its connection
 /// heals on its own from then on).

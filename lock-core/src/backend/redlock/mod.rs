@@ -39,10 +39,11 @@ use tokio::sync::OnceCell;
 
 use self::any_release::any_of;
 use self::master::Master;
-use crate::backend::redis::once;
-use crate::backend::{Attempt, Backend, Grant, LockKind, RedisBackend, ReleaseSignal, Store};
-use crate::keys::StoredKeys;
-use crate::store_error::{Refusal, StoreError};
+use crate::backend::redis::bounded;
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Attempt, Backend, Grant, RedisBackend, ReleaseSignal, Store};
+use crate::error::{Applied, Refusal, StoreError};
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// Fewer independent masters give no fault tolerance.
@@ -87,6 +88,14 @@ pub struct RedLockBackend {
     longest_ttl: AtomicU64,
     /// Releases being sent again in the background.
     releases_later: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for RedLockBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockBackend")
+            .field("store", &crate::backend::Store::describe(self))
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedLockBackend {
@@ -169,7 +178,7 @@ impl RedLockBackend {
     {
         let request = &request;
         join_all(masters.into_iter().map(|master| {
-            once(bound, async move {
+            bounded(bound, async move {
                 let backend = master.get(self.timeout).await?;
                 request(backend).await
             })
@@ -194,7 +203,7 @@ impl RedLockBackend {
             self.masters.len(),
             self.quorum
         );
-        StoreError::new(reason, unknown)
+        StoreError::transient(reason, Applied::maybe_if(unknown))
     }
 
     /// Gives `owner`'s lease back on every master, whatever each answered

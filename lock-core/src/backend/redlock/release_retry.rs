@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{MAX_RELEASES_LATER, RedLockBackend};
-use crate::backend::LockKind;
-use crate::backend::retry::release_until;
-use crate::keys::StoredKeys;
+use crate::backend::release_until;
+use crate::backend::stored_keys::StoredKeys;
+use crate::kind::LockKind;
 
 impl RedLockBackend {
     /// After a release that stands (whose owner value is never used

@@ -14,9 +14,10 @@ use super::queue::{
 use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::queued::{Entry, spread};
-use crate::backend::{Attempt, Grant, LockKind, Store};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::backend::{Attempt, Grant, Store};
+use crate::error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// The token of a grant just decided: the zxid of a write to the node
@@ -26,7 +27,7 @@ async fn mint(client: &Client, timeout: Duration, path: &str) -> Result<Minted, 
     let written = bounded(timeout, true, client.set_data(path, &[], None)).await;
     // The node went (its session ended) between the decision and now.
     let stat = written.map_err(|err| match zk_no_node(&err) {
-        true => StoreError::new("the lock's node went before its grant", false),
+        true => StoreError::not_applied("the lock's node went before its grant"),
         false => err,
     })?;
     match u64::try_from(stat.mzxid) {
@@ -161,9 +162,8 @@ impl ZooKeeperBackend {
             }
             Ok(None) => {
                 shared.held.take(&names.entry);
-                Err(StoreError::new(
+                Err(StoreError::not_applied(
                     "the lock's node is gone with its session",
-                    false,
                 ))
             }
             Ok(Some(true)) => {

@@ -6,7 +6,7 @@ use zookeeper_client::{Acls, CreateMode};
 
 use super::errors::bounded;
 use super::{LOOKUP_TTL, ZooKeeperBackend};
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 impl ZooKeeperBackend {
     /// Connects to the ZooKeeper ensemble `connect_string` names

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use zookeeper_client::Error;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Applied, Refusal, StoreError};
 
 /// Awaits `request` for at most `timeout`, its failure as a
 /// [`StoreError`] ([`StoreError::within`]).
@@ -15,7 +15,7 @@ pub(super) async fn bounded<T>(
     writes: bool,
     request: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, StoreError> {
-    StoreError::within(timeout, writes, request, store_error).await
+    StoreError::bounded(timeout, writes, request, store_error).await
 }
 
 /// `err` as a [`StoreError`]; `writes` as in [`bounded`].
@@ -31,11 +31,11 @@ pub(super) fn store_error(err: Error, writes: bool) -> StoreError {
         | Error::UnexpectedError(_)
         | Error::Timeout
         | Error::Throttled
-        | Error::NoHosts => StoreError::new(err, writes),
+        | Error::NoHosts => StoreError::transient(err, Applied::maybe_if(writes)),
         // The session is gone, and its ephemeral nodes with it: nothing
         // this request put stands. The next request opens a new session.
         Error::SessionExpired | Error::SessionMoved | Error::ClientClosed => {
-            StoreError::new(err, false)
+            StoreError::not_applied(err)
         }
         _ => StoreError::permanent(err),
     }

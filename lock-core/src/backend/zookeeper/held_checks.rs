@@ -10,7 +10,7 @@ use zookeeper_client::{Client, Error, MultiReadResult};
 
 use super::errors::bounded;
 use crate::backend::queued::BatchWork;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// One read of many nodes of one session.
 pub(super) struct HeldCheck {

@@ -10,10 +10,11 @@ use zookeeper_client::{Client, Error, MultiReadResult, MultiWriteError, Stat};
 use super::errors::{bounded, store_error};
 use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend};
-use crate::backend::{LockKind, Operators};
+use crate::backend::Operators;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::kind::LockKind;
 use crate::token::FencingToken;
 
 /// The parents of a key's five kinds of lock, with the kind each is read as.
@@ -199,7 +200,7 @@ impl Operators for ZooKeeperBackend {
                 }
             }
         }
-        Err(StoreError::new(KeptChanging(changed), false))
+        Err(StoreError::not_applied(KeptChanging(changed)))
     }
 }
 

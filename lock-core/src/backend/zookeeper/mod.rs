@@ -34,9 +34,10 @@ use self::parents::Parents;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use super::queued::{self, Entry, Held};
-use super::{Attempt, LockKind, ReleaseSignal, Store};
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use super::{Attempt, ReleaseSignal, Store};
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// The ttl of the session used for lookups that belong to no lock.
 const LOOKUP_TTL: Duration = Duration::from_secs(30);
@@ -55,6 +56,14 @@ const LOOKUP_TTL: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct ZooKeeperBackend {
     shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ZooKeeperBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZooKeeperBackend")
+            .field("store", &crate::backend::Store::describe(self))
+            .finish_non_exhaustive()
+    }
 }
 
 struct Shared {
@@ -138,7 +147,7 @@ async fn delete(
 /// The error of an acquire whose node the reaper is deleting (its ttl ran
 /// out before it was asked for again): asked again, it is made anew.
 fn reaping() -> StoreError {
-    StoreError::new("the node ran out and is being deleted", false)
+    StoreError::not_applied("the node ran out and is being deleted")
 }
 
 impl Drop for Shared {

@@ -14,10 +14,10 @@ use zookeeper_client::{Acls, Client, CreateMode, Error, MultiWriteError, MultiWr
 
 use super::errors::bounded;
 use super::parents::Parents;
-use crate::backend::LockKind;
 use crate::backend::queued::admission;
-use crate::keys::StoredKeys;
-use crate::store_error::StoreError;
+use crate::backend::stored_keys::StoredKeys;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Where a kind's nodes are, and what this acquisition's are called.
 pub(super) struct Names {
@@ -168,7 +168,7 @@ pub(super) async fn create(
                             with_parent: true,
                         });
                     }
-                    return Err(StoreError::new("ZooKeeper answered a multi in part", true));
+                    return Err(StoreError::in_doubt("ZooKeeper answered a multi in part"));
                 }
                 Err(MultiWriteError::OperationFailed {
                     index: 0,
@@ -205,9 +205,8 @@ pub(super) async fn create(
             Err(err) => return Err(super::errors::store_error(err, true)),
         }
     }
-    Err(StoreError::new(
+    Err(StoreError::not_applied(
         "the lock's parent node vanished twice",
-        false,
     ))
 }
 
@@ -219,7 +218,7 @@ async fn found_after_a_break(
     names: &Names,
     prefix: &str,
 ) -> Result<Created, StoreError> {
-    let lost = || StoreError::new("the connection broke during a create", true);
+    let lost = || StoreError::in_doubt("the connection broke during a create");
     let (path, czxid) = found(client, timeout, names, prefix)
         .await?
         .ok_or_else(lost)?;

@@ -12,7 +12,7 @@ use zookeeper_client::Client;
 use super::errors::store_error;
 use super::held_checks::{HeldCheck, MAX_READS};
 use crate::backend::queued::{LazyBatchRunner, Leased};
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// Bound on sessions of distinct ttls at once: a ttl is configuration, but
 /// no map grows without bound.

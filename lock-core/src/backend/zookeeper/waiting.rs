@@ -12,9 +12,10 @@ use zookeeper_client::{Client, OneshotWatcher};
 
 use super::errors::bounded;
 use super::queue::{Child, Names, children, in_line};
+use crate::backend::ReleaseSignal;
 use crate::backend::queued::AbortOnDrop;
-use crate::backend::{LockKind, ReleaseSignal};
-use crate::store_error::StoreError;
+use crate::error::StoreError;
+use crate::kind::LockKind;
 
 /// Tells the waiter whose node is `mine` (a child of `names.parent`) its
 /// turn.

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::connection::Endpoint;
 use crate::backend::ReleaseSignal;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// Most stale shard channels kept to unsubscribe from.
 const MAX_STALE: usize = 4096;

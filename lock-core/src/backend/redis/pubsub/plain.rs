@@ -9,9 +9,9 @@ use redis::aio::PubSubSink;
 use tokio::sync::{oneshot, watch};
 
 use super::{HubInner, Registration, lock};
+use crate::backend::redis::bounded;
 use crate::backend::redis::connection::Endpoint;
-use crate::backend::redis::once;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 pub(super) struct Plain {
     endpoint: Endpoint,
@@ -62,7 +62,7 @@ impl Plain {
         let live = connection.as_mut().expect("connected above");
         let generation = self.generation.load(Ordering::Relaxed);
         let (releases, registration, first) = Registration::join(hub, channel, generation);
-        if first && let Err(err) = once(hub.timeout, live.sink.subscribe(channel)).await {
+        if first && let Err(err) = bounded(hub.timeout, live.sink.subscribe(channel)).await {
             live.alive.store(false, Ordering::Relaxed);
             return Err(err);
         }
@@ -98,7 +98,7 @@ impl Plain {
             let pubsub = pubsub.inspect_err(|err| self.endpoint.failed(master, err))?;
             Ok::<_, StoreError>((pubsub, master))
         };
-        let (pubsub, master) = once(hub.timeout, connect).await?;
+        let (pubsub, master) = bounded(hub.timeout, connect).await?;
         let (sink, mut stream) = pubsub.split();
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         // Signals of an older connection are closed here (if its reader has

@@ -18,8 +18,8 @@ use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{OnceCell, watch};
 
 use super::{HubInner, Registration, Table, lock};
-use crate::backend::redis::once;
-use crate::store_error::{Refusal, StoreError};
+use crate::backend::redis::bounded;
+use crate::error::{Refusal, StoreError};
 
 pub(super) struct Shard {
     client: ClusterClient,
@@ -56,7 +56,7 @@ impl Shard {
         let connect = self
             .connection
             .get_or_try_init(|| self.client.get_async_connection());
-        let connection = once(timeout, connect).await?;
+        let connection = bounded(timeout, connect).await?;
         Ok(connection.clone())
     }
 
@@ -73,7 +73,7 @@ impl Shard {
         // Dropped on an error (a subscription that ran out of time may still
         // be made), the registration unsubscribes.
         let (releases, registration, first) = Registration::join(hub, channel, 0);
-        if first && let Err(err) = once(hub.timeout, connection.ssubscribe(channel)).await {
+        if first && let Err(err) = bounded(hub.timeout, connection.ssubscribe(channel)).await {
             return Err(err);
         }
         Ok((releases, registration))

@@ -11,7 +11,7 @@ use super::{Current, SentinelMaster};
 /// A connection to the master of a [`SentinelMaster`]. A request that
 /// finds the master demoted (`READONLY`, a write not applied) is sent once
 /// more at once, to the master the sentinels name next; one whose
-/// connection broke goes back to [`within`](crate::backend::redis::within),
+/// connection broke goes back to [`send_or_resend`](crate::backend::redis::send_or_resend),
 /// which resends it as on a single server; one given up on unanswered has
 /// the sentinels asked whether the master moved.
 #[derive(Clone)]

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 pub(super) use self::connection::SentinelConnection;
 pub(super) use self::url::SentinelUrl;
-use crate::store_error::StoreError;
+use crate::error::StoreError;
 
 /// The master a set of sentinels names, and a connection to it.
 pub(super) struct SentinelMaster {

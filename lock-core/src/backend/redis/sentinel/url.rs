@@ -2,7 +2,7 @@
 
 use percent_encoding::percent_decode_str;
 
-use crate::store_error::{Refusal, StoreError};
+use crate::error::{Refusal, StoreError};
 
 /// Port of a sentinel named without one.
 const SENTINEL_PORT: u16 = 26379;

@@ -8,7 +8,7 @@
 //! aborting a task.
 //!
 //! Built for many threads taking locks at once: a timetable is a set of
-//! padded shards (`Sharded`), each a slab, and a thread enters its leases
+//! padded shards (`KeyShards`), each a slab, and a thread enters its leases
 //! in a shard of its own, so that two worker threads do not pass the same
 //! cache lines back and forth on every lock; the first runtime's timetable
 //! is found without taking a lock. A slab fills and empties a slot in a few
@@ -26,8 +26,8 @@ use tokio::task::AbortHandle;
 use tokio::time::{Instant, sleep_until};
 
 use super::{Plan, watch};
+use crate::backend::key_shards::{KeyShards, SHARDS};
 use crate::lease::LeaseState;
-use crate::sharded::{SHARDS, Sharded};
 
 /// The timetables of one Locker, one per runtime it is used on (a task of
 /// one runtime cannot be relied on to run for another).
@@ -41,7 +41,7 @@ pub(crate) struct Watchdogs {
 
 /// Due watchdog starts of one runtime, served by its runner task.
 pub(crate) struct Timetable {
-    shards: Sharded<Table>,
+    shards: KeyShards<Table>,
     /// A new entry became the earliest, or the timetable is gone (shared
     /// with the runner, which keeps no strong reference while it waits).
     changed: Arc<Notify>,
@@ -81,7 +81,7 @@ struct Entry {
 
 /// Where an entry sits in a timetable: its shard, slot and stamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Place {
+pub(crate) struct FairPlace {
     shard: usize,
     slot: usize,
     stamp: u64,
@@ -96,7 +96,7 @@ pub(crate) enum Control {
     /// through the entry, broken when the lease's watchdog starts or
     /// stops: a guard leaked with `mem::forget` keeps it); its runner ends
     /// when it is gone.
-    Scheduled(Arc<Timetable>, Place),
+    Scheduled(Arc<Timetable>, FairPlace),
     /// Its task is running.
     Running(AbortHandle),
     #[default]
@@ -225,7 +225,7 @@ impl Timetable {
                 match &table.slots[slot] {
                     Some(entry) if entry.due <= now => {
                         let stamp = entry.stamp;
-                        due.extend(table.take(Place { shard, slot, stamp }));
+                        due.extend(table.take(FairPlace { shard, slot, stamp }));
                     }
                     Some(entry) => {
                         earliest = Some(earliest.map_or(entry.due, |e| e.min(entry.due)));
@@ -256,7 +256,7 @@ impl Timetable {
 
 impl Table {
     /// Enters `lease`, due at `due`, in a free slot of this shard.
-    fn put(&mut self, shard: usize, due: Instant, lease: Arc<LeaseState>, plan: Plan) -> Place {
+    fn put(&mut self, shard: usize, due: Instant, lease: Arc<LeaseState>, plan: Plan) -> FairPlace {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
         let entry = Some(Entry {
@@ -276,11 +276,11 @@ impl Table {
             }
         };
         self.filled += 1;
-        Place { shard, slot, stamp }
+        FairPlace { shard, slot, stamp }
     }
 
     /// Takes out the entry at `place`, if it is still there.
-    fn take(&mut self, place: Place) -> Option<Entry> {
+    fn take(&mut self, place: FairPlace) -> Option<Entry> {
         let slot = self.slots.get_mut(place.slot)?;
         if slot.as_ref().is_none_or(|entry| entry.stamp != place.stamp) {
             return None;

@@ -10,16 +10,35 @@ use crate::guard::OnLost;
 use crate::kind::LockKind;
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::outcome::Outcome;
 
 /// What the attribute fixes.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// Lease length, wait and watchdog (`None`: the Locker's default).
-    pub lock: LockOptions,
+    /// Lease length (`None`: the Locker's default).
+    pub ttl: Option<Duration>,
+    /// Wait for a held lock (`None`: the Locker's default).
+    pub wait: Option<Duration>,
+    /// Whether the watchdog renews (`None`: the Locker's default).
+    pub watchdog: Option<bool>,
+    /// The least hold.
+    pub hold_at_least: Option<Duration>,
     /// Reaction to a lost lease.
     pub on_lost: OnLost,
     /// Which kind of lock.
     pub kind: LockKind,
+}
+
+impl Options {
+    /// The request's options.
+    fn lock(&self) -> LockOptions {
+        LockOptions {
+            ttl: self.ttl,
+            wait: self.wait,
+            watchdog: self.watchdog,
+            hold_at_least: self.hold_at_least,
+        }
+    }
 }
 
 /// Anything the `locker = <expr>` argument may yield.
@@ -80,7 +99,7 @@ pub async fn run<F: Future>(
     body: F,
 ) -> Result<F::Output, LockError> {
     let locker = locker?;
-    let request = locker.lock_of(key, options.kind).options(options.lock);
+    let request = locker.lock_of(key, options.kind).options(options.lock());
     let guard = request.await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     let key = guard.key().to_owned();
@@ -99,7 +118,7 @@ pub async fn run_or_skip<F: Future>(
     body: F,
 ) -> Result<Option<F::Output>, LockError> {
     let locker = locker?;
-    let request = locker.lock_of(key, options.kind).options(options.lock);
+    let request = locker.lock_of(key, options.kind).options(options.lock());
     let Some(guard) = request.if_held_skip().await? else {
         return Ok(None);
     };
@@ -118,7 +137,7 @@ pub async fn run_all<F: Future>(
     options: Options,
     body: F,
 ) -> Result<F::Output, LockError> {
-    let guard = locker?.lock_all(keys).options(options.lock).await?;
+    let guard = locker?.lock_all(keys).options(options.lock()).await?;
     let output = hold(guard.scope(body), guard.lost(), options.on_lost).await?;
     if let Err(err) = guard.release().await {
         tracing::warn!(error = %err, "locked function finished, but a release failed");
@@ -167,26 +186,41 @@ pub fn lock_failed<R: FromLockError>(error: LockError) -> R {
     R::from_lock_error(error)
 }
 
-/// The return value of a call skipped because the lock was held
-/// (`if_held = "skip"`).
+/// The return type of a function under `if_held = "skip"`:
+/// `Result<Outcome<T>, E>`, whose body returns `Result<T, E>`.
 #[diagnostic::on_unimplemented(
-    message = "`if_held = \"skip\"` needs a return type that can tell a skipped call: `Result<Option<T>, E>`",
+    message = "`if_held = \"skip\"` needs the return type `Result<Outcome<T>, E>`, so that a skipped call is never taken for one that ran",
     label = "`{Self}` cannot tell that the call was skipped",
-    note = "return `Result<Option<T>, E>`: a skipped call returns `Ok(None)` without entering the body"
+    note = "return `Result<lock_core::Outcome<T>, E>`; the body still returns `Result<T, E>`, and a skipped call returns `Ok(Outcome::Skipped)` without entering it"
 )]
-pub trait Skippable {
-    /// `Ok(None)`.
+pub trait SkipReturn: Sized {
+    /// What the body returns: `Result<T, E>`.
+    type Body;
+    /// The call ran: the body's `Ok(value)` becomes `Ok(Outcome::Ran(value))`.
+    fn ran(body: Self::Body) -> Self;
+    /// `Ok(Outcome::Skipped)`.
     fn skipped() -> Self;
 }
 
-impl<T, E> Skippable for Result<Option<T>, E> {
+impl<T, E> SkipReturn for Result<Outcome<T>, E> {
+    type Body = Result<T, E>;
+
+    fn ran(body: Result<T, E>) -> Self {
+        body.map(Outcome::Ran)
+    }
+
     fn skipped() -> Self {
-        Ok(None)
+        Ok(Outcome::Skipped)
     }
 }
 
+/// `R::ran(body)`, spanned at the function's return type.
+pub fn ran<R: SkipReturn>(body: R::Body) -> R {
+    R::ran(body)
+}
+
 /// `R::skipped()`, spanned at the function's return type.
-pub fn skipped<R: Skippable>() -> R {
+pub fn skipped<R: SkipReturn>() -> R {
     R::skipped()
 }
 

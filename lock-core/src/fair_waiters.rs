@@ -1,4 +1,4 @@
-//! [`Places`]: the fair requests of one Locker, counted per key.
+//! [`FairWaiters`]: the fair requests of one Locker, counted per key.
 //!
 //! A fair request takes its queue entry in the store as soon as it starts
 //! waiting, so that the store's queue orders it among every process's
@@ -13,43 +13,43 @@
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
-use crate::keys::{KeyMap, StoredKeys};
-use crate::sharded::Sharded;
+use crate::backend::key_shards::KeyShards;
+use crate::backend::stored_keys::{KeyMap, StoredKeys};
 
 /// The fair requests of one Locker that are waiting for or holding each
 /// key (sharded); a key is in the map while it has any.
 #[derive(Debug)]
-pub(crate) struct Places {
-    map: Sharded<KeyMap<usize>>,
+pub(crate) struct FairWaiters {
+    map: KeyShards<KeyMap<usize>>,
     max_waiters: usize,
 }
 
 /// One fair request's place, from the start of its wait to the end of its
 /// lease; dropping it gives the place up.
 #[derive(Debug)]
-pub(crate) struct Place {
-    places: Arc<Places>,
+pub(crate) struct FairPlace {
+    places: Arc<FairWaiters>,
     keys: StoredKeys,
 }
 
-impl Places {
+impl FairWaiters {
     pub(crate) fn new(max_waiters: usize) -> Arc<Self> {
-        Arc::new(Places {
-            map: Sharded::default(),
+        Arc::new(FairWaiters {
+            map: KeyShards::default(),
             max_waiters,
         })
     }
 
     /// A place for a request on `keys`, unless the key already has one
     /// holder and `max_waiters` waiters from this Locker.
-    pub(crate) fn take(self: &Arc<Self>, keys: &StoredKeys) -> Option<Place> {
+    pub(crate) fn take(self: &Arc<Self>, keys: &StoredKeys) -> Option<FairPlace> {
         let mut places = self.map.lock_keys(keys);
         let taken = places.entry(keys.clone()).or_insert(0);
         if *taken > self.max_waiters {
             return None;
         }
         *taken += 1;
-        Some(Place {
+        Some(FairPlace {
             places: Arc::clone(self),
             keys: keys.clone(),
         })
@@ -69,7 +69,7 @@ impl Places {
     }
 }
 
-impl Drop for Place {
+impl Drop for FairPlace {
     fn drop(&mut self) {
         let mut places = self.places.map.lock_keys(&self.keys);
         if let Entry::Occupied(mut taken) = places.entry(self.keys.clone()) {
@@ -87,9 +87,9 @@ mod tests {
 
     #[test]
     fn places_are_bounded_and_vanish_with_the_last() {
-        let places = Places::new(2);
+        let places = FairWaiters::new(2);
         let k = StoredKeys::new("lock", "k").unwrap();
-        let held: Vec<Place> = (0..3).map(|_| places.take(&k).unwrap()).collect();
+        let held: Vec<FairPlace> = (0..3).map(|_| places.take(&k).unwrap()).collect();
         assert_eq!(places.waiting(&k), 2);
         assert!(places.take(&k).is_none(), "over the bound");
         assert_eq!(places.open(), 1);

@@ -5,27 +5,27 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crossbeam_utils::CachePadded;
 
-use crate::keys::StoredKeys;
+use crate::backend::stored_keys::StoredKeys;
 
-/// Shards per [`Sharded`].
+/// Shards per [`KeyShards`].
 pub(crate) const SHARDS: usize = 16;
 
 #[derive(Debug)]
-pub(crate) struct Sharded<T> {
+pub(crate) struct KeyShards<T> {
     /// Each alone on its cache lines: threads working on neighbouring
     /// shards do not pass a line back and forth.
     shards: Box<[CachePadded<Mutex<T>>]>,
 }
 
-impl<T: Default> Default for Sharded<T> {
+impl<T: Default> Default for KeyShards<T> {
     fn default() -> Self {
-        Sharded {
+        KeyShards {
             shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
         }
     }
 }
 
-impl<T> Sharded<T> {
+impl<T> KeyShards<T> {
     /// The shard that holds `keys`. Bits 32 and up: the maps inside a shard
     /// index by the low bits and tag by the top ones of the same hash.
     pub(crate) fn shard_of(&self, keys: &StoredKeys) -> usize {

@@ -80,18 +80,76 @@ pub enum Refusal {
     },
 }
 
+/// Whether a request that failed may have been applied by the store.
+///
+/// ```
+/// use lock_core::backend::Applied;
+///
+/// assert_eq!(Applied::maybe_if(true), Applied::Maybe);
+/// assert_eq!(Applied::maybe_if(false), Applied::No);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// It may have been: it was sent and no answer came (a timeout, a
+    /// connection cut after the send).
+    Maybe,
+    /// It was not: it never reached the store, or the store refused it.
+    No,
+}
+
+impl Applied {
+    /// [`Applied::Maybe`] when `sent_unanswered`, else [`Applied::No`]: for
+    /// an error class that knows whether the request was on its way.
+    pub fn maybe_if(sent_unanswered: bool) -> Self {
+        match sent_unanswered {
+            true => Applied::Maybe,
+            false => Applied::No,
+        }
+    }
+}
+
 impl StoreError {
-    /// A transient store error from any error; `outcome_unknown` says
-    /// whether the request may have reached the store and been applied.
-    pub fn new(
+    /// A transient store error (waiting may help) from any error;
+    /// `applied` says whether the request may have been applied.
+    ///
+    /// ```
+    /// use lock_core::StoreError;
+    /// use lock_core::backend::Applied;
+    ///
+    /// let err = StoreError::transient("connection reset", Applied::Maybe);
+    /// assert!(err.is_transient() && err.outcome_unknown());
+    /// ```
+    pub fn transient(
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-        outcome_unknown: bool,
+        applied: Applied,
     ) -> Self {
         StoreError {
-            outcome_unknown,
+            outcome_unknown: applied == Applied::Maybe,
             kind: Kind::Transient,
             source: Arc::from(source.into()),
         }
+    }
+
+    /// A transient error of a request that may have been applied (sent,
+    /// and no answer came).
+    ///
+    /// ```
+    /// let err = lock_core::StoreError::in_doubt("no reply");
+    /// assert!(err.outcome_unknown());
+    /// ```
+    pub fn in_doubt(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError::transient(source, Applied::Maybe)
+    }
+
+    /// A transient error of a request that was not applied (it never
+    /// reached the store).
+    ///
+    /// ```
+    /// let err = lock_core::StoreError::not_applied("connection refused");
+    /// assert!(err.is_transient() && !err.outcome_unknown());
+    /// ```
+    pub fn not_applied(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError::transient(source, Applied::No)
     }
 
     /// An error answer of the store that asking again would not change
@@ -99,7 +157,7 @@ impl StoreError {
     pub fn permanent(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         StoreError {
             kind: Kind::Permanent,
-            ..StoreError::new(source, false)
+            ..StoreError::not_applied(source)
         }
     }
 
@@ -110,7 +168,7 @@ impl StoreError {
     ) -> Self {
         StoreError {
             kind: Kind::Refused(refusal),
-            ..StoreError::new(source, false)
+            ..StoreError::not_applied(source)
         }
     }
 
@@ -133,7 +191,7 @@ impl StoreError {
 
     /// The request timed out after `after`: it may have been applied.
     pub fn timed_out(after: Duration) -> Self {
-        StoreError::new(format!("no answer within {after:?}"), true)
+        StoreError::in_doubt(format!("no answer within {after:?}"))
     }
 
     /// Awaits `request` for at most `timeout`, its failure told by
@@ -149,7 +207,7 @@ impl StoreError {
         )),
         allow(dead_code)
     )]
-    pub(crate) async fn within<T, E>(
+    pub(crate) async fn bounded<T, E>(
         timeout: Duration,
         writes: bool,
         request: impl std::future::Future<Output = Result<T, E>>,
