@@ -67,4 +67,7 @@ pub mod documents {
 
     #[doc = include_str!("../../docs/guarantees.md")]
     pub struct Guarantees;
+
+    #[doc = include_str!("../../docs/api.md")]
+    pub struct Api;
 }

@@ -1,7 +1,8 @@
 //! Distributed locks for async Rust: leases with watchdog renewal, fencing
-//! tokens and a lease-loss signal, on Redis, etcd (feature `etcd`),
-//! ZooKeeper (feature `zookeeper`) or an embedded in-process backend with
-//! the same semantics.
+//! tokens and a lease-loss signal, on Redis (feature `redis`, on by
+//! default), etcd (feature `etcd`), ZooKeeper (feature `zookeeper`),
+//! PostgreSQL (feature `postgres`) or an embedded in-process backend with the
+//! same semantics.
 //!
 //! ```
 //! use lock_core::Locker;
@@ -10,7 +11,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lock_core::LockError> {
 //! // Locker::connect("redis://127.0.0.1:6379").await? (or "etcd://...",
-//! // "zk://...") for a fleet; Locker::from_env().await? reads LOCK_URL or REDIS_URL.
+//! // "zk://...", "postgres://...") for a fleet; Locker::from_env().await? reads LOCK_URL or REDIS_URL.
 //! let locker = Locker::memory();
 //!
 //! let guard = locker.lock("order:42").ttl(Duration::from_secs(30)).wait(Duration::from_secs(5)).await?;
@@ -93,11 +94,12 @@
 //! # Parts
 //! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;
 //!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
-//! - [`backend`]: the store boundary ([`Backend`](backend::Backend)) with
-//!   [`RedisBackend`](backend::RedisBackend) (one server, or the master
-//!   that Sentinel names, followed through failovers),
-//!   [`RedLockBackend`](backend::RedLockBackend) (a majority of independent
-//!   masters) and [`MemoryBackend`](backend::MemoryBackend).
+//! - [`backend`]: the store boundary ([`Backend`](backend::Backend)) and the
+//!   stores: `RedisBackend` (one server, TLS, the master that Sentinel
+//!   names, followed through failovers, or a Cluster), `RedLockBackend` (a
+//!   majority of independent masters), `EtcdBackend`, `ZooKeeperBackend`,
+//!   `PostgresBackend` (also through PgBouncer), each behind its feature, and
+//!   [`MemoryBackend`](backend::MemoryBackend).
 //! - Waiting: one pub/sub subscription per key per process, waiters of one
 //!   process queue locally FIFO and only the front contends at the store;
 //!   fair requests each take their own queue entry in the store at once.

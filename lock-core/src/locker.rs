@@ -1,6 +1,6 @@
 //! [`Locker`]: a store plus defaults, and what its requests share: the
 //! local queues, the fair places and the watchdogs. The requests it makes
-//! are in `request.rs` and `multi.rs`, its constructors in `connect.rs`.
+//! are in `request/` and `multi.rs`, its constructors in `connect.rs`.
 
 use std::fmt;
 use std::sync::Arc;

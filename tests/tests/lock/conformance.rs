@@ -1,4 +1,4 @@
-//! Behaviour every backend must show, run on memory and on Redis.
+//! Behaviour every store must show, run once per `TestStore`.
 
 use std::future::IntoFuture;
 use std::sync::Arc;

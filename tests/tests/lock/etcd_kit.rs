@@ -1,4 +1,4 @@
-//! The test kit's etcd members (for the etcd backend to come): a cluster
+//! The test kit's etcd members (for the etcd store's tests): a cluster
 //! of 3 forms on free loopback ports as one cluster (a quorum of two),
 //! keeps serving with one member lost, takes members back, and leaves no
 //! process behind.

@@ -1,7 +1,10 @@
-//! Integration tests of lock-core against real redis-server processes (and
-//! the same behavioural suite against the memory backend).
+//! Integration tests of lock-core against real servers the test kit starts:
+//! the conformance suite on every store (memory, Redis alone, over TLS,
+//! under Sentinel, as a Cluster, RedLock, etcd, ZooKeeper, PostgreSQL and
+//! PgBouncer), and each store's own tests.
 
 mod access;
+mod api;
 mod bounds;
 mod cluster;
 mod conformance;
