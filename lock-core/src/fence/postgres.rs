@@ -97,6 +97,15 @@ impl PgFence {
     /// Fenced updates of `table` (rows found by `key_column`, tokens kept in
     /// `fence_column`). Names must be plain identifiers: they are written
     /// into the SQL.
+    ///
+    /// ```
+    /// use lock_core::fence::postgres::PgFence;
+    ///
+    /// assert!(PgFence::new("billing.accounts", "id", "fence_token").is_ok());
+    /// // Not a plain identifier: refused, naming what to fix.
+    /// let err = PgFence::new("accounts; DROP TABLE x", "id", "fence_token").unwrap_err();
+    /// assert!(err.to_string().contains("table"), "{err}");
+    /// ```
     pub fn new(table: &str, key_column: &str, fence_column: &str) -> Result<Self, LockError> {
         Ok(PgFence {
             table: identifier("table", table)?,
@@ -106,6 +115,18 @@ impl PgFence {
     }
 
     /// The statement `update` runs for `set` with `params` set parameters.
+    ///
+    /// ```
+    /// use lock_core::fence::postgres::PgFence;
+    ///
+    /// let accounts = PgFence::new("accounts", "id", "fence_token")?;
+    /// assert_eq!(
+    ///     accounts.statement("balance = balance + $1", 1),
+    ///     "UPDATE accounts SET balance = balance + $1, fence_token = $2 \
+    ///      WHERE id = $3 AND fence_token <= $2",
+    /// );
+    /// # Ok::<(), lock_core::LockError>(())
+    /// ```
     pub fn statement(&self, set: &str, params: usize) -> String {
         let (token, key) = (params + 1, params + 2);
         format!(
@@ -120,6 +141,21 @@ impl PgFence {
     /// <fence> <= token`. `set` uses `$1..$n` for `params`. Returns the rows
     /// updated (0: no such row); a newer token on the row is
     /// [`LockError::StaleToken`] and changes nothing.
+    ///
+    /// ```no_run
+    /// use lock_core::fence::postgres::PgFence;
+    /// use lock_core::{LockError, Locker};
+    ///
+    /// # async fn credit(locker: Locker, db: tokio_postgres::Client) -> Result<(), LockError> {
+    /// let accounts = PgFence::new("accounts", "id", "fence_token")?;
+    /// let guard = locker.lock("account:7").await?;
+    /// let updated = accounts
+    ///     .update(&db, guard.token(), &7_i64, "balance = balance + $1", &[&50_i64])
+    ///     .await?;
+    /// assert_eq!(updated, 1, "account 7 exists");
+    /// guard.release().await
+    /// # }
+    /// ```
     pub async fn update(
         &self,
         client: &impl GenericClient,

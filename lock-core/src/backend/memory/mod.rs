@@ -135,7 +135,23 @@ impl HeldBy {
 const SWEEP_EVERY: usize = 1024;
 
 impl MemoryBackend {
-    /// An empty store.
+    /// An empty store. Lockers built on clones of one `MemoryBackend` share
+    /// its locks, as processes share a server.
+    ///
+    /// ```
+    /// use lock_core::Locker;
+    /// use lock_core::backend::MemoryBackend;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::LockError> {
+    /// let store = MemoryBackend::new();
+    /// let a = Locker::builder().backend(store.clone())?;
+    /// let b = Locker::builder().backend(store)?;
+    /// let held = a.lock("order:42").await?;
+    /// assert!(b.try_lock("order:42").await?.is_none(), "one store, one holder");
+    /// held.release().await
+    /// # }
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
