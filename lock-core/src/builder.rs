@@ -134,8 +134,11 @@ impl LockerBuilder {
     /// After each acquisition, wait up to `within` for `replicas` replicas
     /// to have it (Redis `WAIT`); if fewer confirm, release and fail with
     /// [`LockError::ReplicasNotConfirmed`] rather than hold a lock that a
-    /// failover would forget. `WAIT` occupies the shared connection while
-    /// it waits, so keep `within` short.
+    /// failover would forget. A failover keeps the lock only if the replica
+    /// it promotes has it: ask for as many replicas as may be promoted
+    /// (with one of two confirmed, promoting the other loses the lock).
+    /// `WAIT` occupies the shared connection while it waits, so keep
+    /// `within` short.
     pub fn replicas(mut self, replicas: usize, within: Duration) -> Self {
         self.config.replicas = Some((replicas, within));
         self
