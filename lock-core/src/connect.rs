@@ -1,7 +1,7 @@
 //! Every way to a Locker on a store: by URL scheme
 //! ([`LockerBuilder::connect`], [`LockerBuilder::from_env`]), and one
 //! constructor per store (memory, Redis and its topologies, RedLock, etcd,
-//! ZooKeeper, or any [`Backend`](crate::backend::Backend)).
+//! ZooKeeper, or any [`LockStore`](crate::backend::LockStore)).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use crate::backend::PostgresBackend;
 #[cfg(feature = "zookeeper")]
 use crate::backend::ZooKeeperBackend;
 use crate::backend::stored_keys::StoredKeys;
-use crate::backend::{Backend, MemoryBackend};
+use crate::backend::{LockStore, MemoryBackend};
 #[cfg(feature = "redis")]
 use crate::backend::{RedLockBackend, RedisBackend};
 use crate::builder::LockerBuilder;
@@ -272,8 +272,8 @@ impl LockerBuilder {
         Ok(Locker::from_parts(Arc::new(MemoryBackend::new()), config))
     }
 
-    /// A Locker on any [`Backend`].
-    pub fn backend(self, backend: impl Backend) -> Result<Locker, LockError> {
+    /// A Locker on any [`LockStore`].
+    pub fn backend(self, backend: impl LockStore) -> Result<Locker, LockError> {
         let config = self.validated()?;
         Ok(Locker::from_parts(Arc::new(backend), config))
     }
@@ -402,7 +402,7 @@ impl LockerBuilder {
         allow(dead_code)
     )]
     pub(crate) async fn checked(
-        connect: Result<impl Backend, StoreError>,
+        connect: Result<impl LockStore, StoreError>,
         config: Config,
     ) -> Result<Locker, LockError> {
         let failed = |err| LockError::from_store("*", Operation::Connect, err);

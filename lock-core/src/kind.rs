@@ -4,8 +4,8 @@ use std::fmt;
 
 /// What one acquisition asks for on a key.
 ///
-/// A [`Backend`](crate::backend::Backend) says which kinds it can keep
-/// ([`Backend::supports`](crate::backend::Backend::supports)); a lock asking a store
+/// A [`LockStore`](crate::backend::LockStore) says which kinds it can keep
+/// ([`LockStore::supports`](crate::backend::LockStore::supports)); a lock asking a store
 /// for a kind it cannot keep fails with
 /// [`LockError::Unsupported`](crate::LockError::Unsupported) before any
 /// request is sent, never with a weaker lock in its place.

@@ -94,7 +94,7 @@
 //! # Parts
 //! - [`Locker`]: a backend plus defaults; [`LockRequest`]: one acquisition;
 //!   [`LockGuard`]: a held lease; [`FencingToken`]; [`LockError`].
-//! - [`backend`]: the store boundary ([`Backend`](backend::Backend)) and the
+//! - [`backend`]: the store boundary ([`LockStore`](backend::LockStore)) and the
 //!   stores: `RedisBackend` (one server, TLS, the master that Sentinel
 //!   names, followed through failovers, or a Cluster), `RedLockBackend` (a
 //!   majority of independent masters), `EtcdBackend`, `ZooKeeperBackend`,

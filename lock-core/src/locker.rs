@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::backend::Backend;
+use crate::backend::LockStore;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::LockError;
 use crate::fair_waiters::FairWaiters;
@@ -60,7 +60,7 @@ pub struct Locker {
 
 struct LockerInner {
     id: u64,
-    backend: Arc<dyn Backend>,
+    backend: Arc<dyn LockStore>,
     config: Config,
     /// The start of every owner value this Locker makes.
     owner_prefix: OwnerPrefix,
@@ -82,7 +82,7 @@ impl Locker {
         self.inner.id
     }
 
-    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+    pub(crate) fn backend(&self) -> &Arc<dyn LockStore> {
         &self.inner.backend
     }
 
@@ -191,7 +191,7 @@ impl Default for Config {
 }
 
 impl Locker {
-    pub(crate) fn from_parts(backend: Arc<dyn Backend>, config: Config) -> Locker {
+    pub(crate) fn from_parts(backend: Arc<dyn LockStore>, config: Config) -> Locker {
         Locker {
             inner: Arc::new(LockerInner {
                 id: NEXT_LOCKER_ID.fetch_add(1, Ordering::Relaxed),

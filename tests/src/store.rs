@@ -9,7 +9,7 @@ use lock_core::backend::{
     Attempt, EtcdBackend, MemoryBackend, PostgresBackend, RedLockBackend, RedisBackend,
     ReleaseSignal, StoreFuture, ZooKeeperBackend,
 };
-use lock_core::backend::{Backend, Pattern, StoredKeys};
+use lock_core::backend::{LockStore, Pattern, StoredKeys};
 use lock_core::{ForceReleased, Inspection, LockError, Locker, LockerBuilder, StoreError};
 
 use crate::{
@@ -201,7 +201,7 @@ impl TestStore {
         configure: impl FnOnce(LockerBuilder) -> LockerBuilder,
     ) -> (Locker, Counting) {
         let builder = configure(Locker::builder());
-        let backend: Arc<dyn Backend> = match self {
+        let backend: Arc<dyn LockStore> = match self {
             TestStore::Memory(memory) => Arc::new(memory.clone()),
             TestStore::Redis(server) => Arc::new(
                 RedisBackend::connect(&server.url(), Duration::from_secs(2))
@@ -409,7 +409,7 @@ pub async fn etcd_keys(member: &EtcdServer) -> Vec<String> {
 /// store behaviour is the wrapped backend's own).
 #[derive(Clone)]
 pub struct Counting {
-    inner: Arc<dyn Backend>,
+    inner: Arc<dyn LockStore>,
     acquires: Arc<tokio::sync::watch::Sender<u64>>,
     renewals: Arc<tokio::sync::watch::Sender<u64>>,
     releases: Arc<tokio::sync::watch::Sender<u64>>,
@@ -433,7 +433,7 @@ enum Gate {
 impl Counting {
     /// Counts the requests made to `inner` (for a Locker on a store the
     /// kit reaches in its own way, such as through a [`DelayProxy`](crate::DelayProxy)).
-    pub fn new(inner: Arc<dyn Backend>) -> Self {
+    pub fn new(inner: Arc<dyn LockStore>) -> Self {
         Counting {
             inner,
             acquires: Arc::new(tokio::sync::watch::channel(0).0),
@@ -533,12 +533,12 @@ fn answered<'a, T: Send + 'a>(
     }
 }
 
-impl Backend for Counting {
+impl LockStore for Counting {
     fn supports(&self, kind: LockKind) -> bool {
         self.inner.supports(kind)
     }
 
-    fn try_acquire<'a>(
+    fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
@@ -561,17 +561,14 @@ impl Backend for Counting {
                 let inner = &self.inner;
                 let attempt = StoreFuture::new(async move {
                     let _ = gate.wait_for(|gate| *gate == Gate::Open).await;
-                    inner.try_acquire(keys, kind, owner, ttl).await
+                    inner.acquire(keys, kind, owner, ttl).await
                 });
                 return answered(attempt, &self.acquires);
             }
         }
         // Counted once answered, so a waiter seen at n attempts has its
         // answers in hand; an answer given in place stays in place.
-        answered(
-            self.inner.try_acquire(keys, kind, owner, ttl),
-            &self.acquires,
-        )
+        answered(self.inner.acquire(keys, kind, owner, ttl), &self.acquires)
     }
 
     fn renew<'a>(

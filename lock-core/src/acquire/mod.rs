@@ -125,7 +125,7 @@ impl Acquisition {
         let owner = self.new_owner();
         let answer = locker
             .backend()
-            .try_acquire(&self.keys, self.kind, owner.as_str(), self.ttl)
+            .acquire(&self.keys, self.kind, owner.as_str(), self.ttl)
             .into_ready()
             .ok();
         let held = match answer {
@@ -271,8 +271,7 @@ impl Acquisition {
                 Some(remaining) => Ok(Attempt::Held { remaining }),
                 None => {
                     undo.sending = true;
-                    let attempt =
-                        backend.try_acquire(&self.keys, self.kind, undo.owner(), self.ttl);
+                    let attempt = backend.acquire(&self.keys, self.kind, undo.owner(), self.ttl);
                     let attempt = match &outage {
                         None => attempt.await,
                         // In an outage, no attempt runs past the outage's bound.

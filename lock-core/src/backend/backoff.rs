@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
-use super::Backend;
+use super::LockStore;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::kind::LockKind;
@@ -53,7 +53,7 @@ const RELEASE_BACKOFF: Backoff =
 /// has ended anyway. Owner-checked, so it never touches another owner's
 /// lease.
 pub(crate) async fn release_until(
-    backend: &dyn Backend,
+    backend: &dyn LockStore,
     keys: &StoredKeys,
     kind: LockKind,
     owner: &str,

@@ -225,7 +225,7 @@ pub enum LockError {
         key: String,
         /// The kind of lock asked for.
         kind: LockKind,
-        /// The store ([`Backend::describe`](crate::backend::Backend::describe)).
+        /// The store ([`LockStore::describe`](crate::backend::LockStore::describe)).
         store: String,
     },
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::LockStore;
 use crate::backend::release_until;
 use crate::backend::stored_keys::StoredKeys;
 use crate::deadline::drift;
@@ -37,7 +37,7 @@ pub(crate) enum Status {
 
 pub(crate) struct LeaseState {
     /// The store the lease is in.
-    backend: Arc<dyn Backend>,
+    backend: Arc<dyn LockStore>,
     /// The plain-lock queues of the Locker that took it (where a plain
     /// lock's front is).
     queues: Arc<LocalQueues>,
@@ -66,7 +66,7 @@ pub(crate) struct LeaseState {
 
 /// What a new lease is made of.
 pub(crate) struct LeaseParts {
-    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn LockStore>,
     pub(crate) queues: Arc<LocalQueues>,
     pub(crate) locker_id: u64,
     pub(crate) keys: StoredKeys,
@@ -82,7 +82,7 @@ pub(crate) struct LeaseParts {
 }
 
 impl LeaseState {
-    /// Wakes the key's subscribers ([`Backend::announce`]): an election's
+    /// Wakes the key's subscribers ([`LockStore::announce`]): an election's
     /// leader tells its observers that it began or ended.
     pub(crate) async fn announce(&self) {
         if let Err(err) = self.backend.announce(&self.keys, self.kind).await {
@@ -127,7 +127,7 @@ impl LeaseState {
     }
 
     /// The store the lease is in.
-    pub(crate) fn backend(&self) -> &dyn Backend {
+    pub(crate) fn backend(&self) -> &dyn LockStore {
         &*self.backend
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::backend::stored_keys::StoredKeys;
-use crate::backend::{Attempt, Backend, MemoryBackend, ReleaseSignal, StoreFuture};
+use crate::backend::{Attempt, LockStore, MemoryBackend, ReleaseSignal, StoreFuture};
 use crate::kind::LockKind;
 use crate::{LockError, Locker, StoreError};
 
@@ -46,15 +46,15 @@ struct AtLeast {
     min: Duration,
 }
 
-impl Backend for AtLeast {
-    fn try_acquire<'a>(
+impl LockStore for AtLeast {
+    fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
-        self.store.try_acquire(keys, kind, owner, ttl.max(self.min))
+        self.store.acquire(keys, kind, owner, ttl.max(self.min))
     }
 
     fn renew<'a>(

@@ -8,7 +8,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use lock_core::backend::{Attempt, Backend, EtcdBackend, StoredKeys};
+use lock_core::backend::{Attempt, EtcdBackend, LockStore, StoredKeys};
 use lock_core::{LockError, LockKind, Locker};
 use lock_testkit::{DelayProxy, EtcdServer, TestStore, etcd_client, etcd_keys};
 
@@ -182,7 +182,7 @@ async fn through_a_proxy(member: &EtcdServer) -> (DelayProxy, EtcdBackend, Locke
     // Its lease granted now: the next put is the first request an acquire sends.
     let warm = StoredKeys::new("lock", "warm").unwrap();
     backend
-        .try_acquire(&warm, LockKind::Exclusive, "warm-owner", LEASE)
+        .acquire(&warm, LockKind::Exclusive, "warm-owner", LEASE)
         .await
         .unwrap();
     assert!(
@@ -216,7 +216,7 @@ async fn strand_an_ask(
         _ => "",
     };
     let entry = format!("{}/{side}{owner}", keys.of_kind(kind));
-    let ask = backend.try_acquire(keys, kind, owner, LEASE);
+    let ask = backend.acquire(keys, kind, owner, LEASE);
     strand(proxy, ask, &entry, answer).await
 }
 
@@ -329,7 +329,7 @@ async fn a_put_that_lands_after_its_acquire_gave_up_takes_nothing() {
             stranded.unwrap().is_err(),
             "{kind:?}: answered on a cut connection"
         );
-        let asked = retried(|| backend.try_acquire(&keys, kind, owner, LEASE)).await;
+        let asked = retried(|| backend.acquire(&keys, kind, owner, LEASE)).await;
         let Attempt::Acquired(_) = asked else {
             panic!("{kind:?}: a free key refused")
         };
@@ -348,7 +348,7 @@ async fn a_waiters_ask_that_lands_after_its_release_puts_nothing_back() {
     for kind in [LockKind::Exclusive, LockKind::Fair, LockKind::Write] {
         let keys = StoredKeys::new("lock", &format!("queued:{kind:?}")).unwrap();
         let held = direct.lock_of(keys.user(), kind).await.unwrap();
-        let asked = retried(|| backend.try_acquire(&keys, kind, "waiter", LEASE)).await;
+        let asked = retried(|| backend.acquire(&keys, kind, "waiter", LEASE)).await;
         let Attempt::Queued { .. } = asked else {
             panic!("{kind:?}: not queued behind a holder")
         };
@@ -377,10 +377,10 @@ async fn an_undo_that_lands_late_leaves_the_next_put_alone() {
         );
         // The next ask first retires the unanswered put: stranded too.
         let gone = format!("{}:gone/", keys.base());
-        let ask = retried(|| backend.try_acquire(&keys, kind, owner, LEASE));
+        let ask = retried(|| backend.acquire(&keys, kind, owner, LEASE));
         let asked = strand(&proxy, ask, &gone, false).await;
         assert!(asked.is_none());
-        let Attempt::Acquired(_) = retried(|| backend.try_acquire(&keys, kind, owner, LEASE)).await
+        let Attempt::Acquired(_) = retried(|| backend.acquire(&keys, kind, owner, LEASE)).await
         else {
             panic!("{kind:?}: a free key refused")
         };

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, Backend, PostgresBackend};
+use lock_core::backend::{Attempt, LockStore, PostgresBackend};
 use lock_core::{LockError, LockKind, Locker};
 use lock_testkit::{Counting, PgBouncer, PostgresServer, TestStore, error_chain};
 use tokio::time::Instant;
@@ -191,7 +191,7 @@ async fn the_printed_schema_and_grants_are_all_a_locking_role_needs() {
     let ttl = Duration::from_secs(30);
     for (kind, owner) in [(LockKind::Exclusive, "late-1"), (LockKind::Fair, "late-2")] {
         assert!(!backend.release(&keys, kind, owner).await.unwrap());
-        let late = backend.try_acquire(&keys, kind, owner, ttl).await.unwrap();
+        let late = backend.acquire(&keys, kind, owner, ttl).await.unwrap();
         assert!(!matches!(late, Attempt::Acquired(_)), "{kind}: {late:?}");
     }
     assert!(!one.inspect("order:9").await.unwrap().is_held());
@@ -687,7 +687,7 @@ async fn a_renewal_that_lands_after_the_expiry_revives_nothing() {
         let keys = direct.stored_keys("late:renewal").unwrap();
         let name = keys.of_kind(kind);
         let ttl = Duration::from_millis(300);
-        let taken = backend.try_acquire(&keys, kind, "late-owner", ttl).await;
+        let taken = backend.acquire(&keys, kind, "late-owner", ttl).await;
         assert!(matches!(taken, Ok(Attempt::Acquired(_))), "{taken:?}");
         proxy.hold();
         let renewal = backend.renew(&keys, kind, "late-owner", Duration::from_secs(30));

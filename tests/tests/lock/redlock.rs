@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lock_core::backend::{Attempt, Backend, RedLockBackend, RedisBackend, StoredKeys};
+use lock_core::backend::{Attempt, LockStore, RedLockBackend, RedisBackend, StoredKeys};
 use lock_core::{LockError, LockKind, Locker, LockerBuilder};
 use lock_testkit::{Counting, DelayProxy, RedisServer, TestStore, error_chain};
 use redis::AsyncCommands;
@@ -335,7 +335,7 @@ async fn a_force_release_that_lands_late_keeps_what_a_waiter_was_granted() {
         let backend = RedisBackend::connect(&url, Duration::from_secs(2)).await;
         let backend = backend.unwrap();
         let lease = Duration::from_secs(60);
-        let taken = backend.try_acquire(&keys, LockKind::Exclusive, "holder-owner", lease);
+        let taken = backend.acquire(&keys, LockKind::Exclusive, "holder-owner", lease);
         assert!(matches!(taken.await, Ok(Attempt::Acquired(_))));
     }
     let late = [

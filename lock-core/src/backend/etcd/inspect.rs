@@ -17,7 +17,6 @@ use etcd_client::{
 use super::EtcdBackend;
 use super::errors::bounded;
 use super::queue::Names;
-use crate::backend::Operators;
 use crate::backend::queued::admission;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
@@ -105,8 +104,8 @@ fn holders_of<'a>(
     held
 }
 
-impl Operators for EtcdBackend {
-    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+impl EtcdBackend {
+    pub(super) async fn inspection_of(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let shared = &self.shared;
         let bases = bases(keys);
         let sorted = || {
@@ -160,7 +159,7 @@ impl Operators for EtcdBackend {
         Ok(inspection)
     }
 
-    async fn held_keys(
+    pub(super) async fn held_keys_matching(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -183,7 +182,10 @@ impl Operators for EtcdBackend {
     /// Deletes the key's entries of every kind in one transaction; the
     /// highest revision they were written at is at least every removed
     /// holder's token, and below any later grant's.
-    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
+    pub(super) async fn force_release_all(
+        &self,
+        keys: &StoredKeys,
+    ) -> Result<ForceReleased, StoreError> {
         let shared = &self.shared;
         let every = || Some(DeleteOptions::new().with_prefix().with_prev_key());
         let deletes = bases(keys).map(|base| TxnOp::delete(base, every()));

@@ -35,9 +35,10 @@ use self::leases::{Lease, Leases};
 use self::queue::Names;
 use self::segments::find_segment;
 use super::queued::{self, Entry, Held, LazyBatchRunner};
-use super::{Attempt, ReleaseSignal, Store};
+use super::{Attempt, LockStore, Pattern, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
+use crate::inspect::{ForceReleased, Inspection};
 use crate::kind::LockKind;
 
 /// Leases in etcd (feature `etcd`): made by
@@ -56,7 +57,7 @@ pub struct EtcdBackend {
 impl std::fmt::Debug for EtcdBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EtcdBackend")
-            .field("store", &crate::backend::Store::describe(self))
+            .field("store", &crate::backend::LockStore::describe(self))
             .finish_non_exhaustive()
     }
 }
@@ -189,104 +190,136 @@ impl Drop for Shared {
     }
 }
 
-impl Store for EtcdBackend {
+impl LockStore for EtcdBackend {
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    async fn acquire(
-        &self,
-        keys: &StoredKeys,
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        self.enqueue(keys, kind, owner, ttl).await
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move { self.enqueue(keys, kind, owner, ttl).await })
     }
 
-    async fn renew(
-        &self,
-        keys: &StoredKeys,
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         _ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let started = Instant::now();
-        let names = Names::of(keys, kind, owner);
-        let Some(entry) = self.shared.held.extend(&names.entry) else {
-            return Ok(false);
-        };
-        self.reaper();
-        let shared = &self.shared;
-        let held_check = || HeldCheck {
-            client: shared.client.clone(),
-            timeout: shared.timeout,
-        };
-        let ask = (entry.stored.clone(), entry.revision);
-        let check = shared.held_checks.ask(ask, shared.timeout, held_check);
-        let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
-        match (alive, stands) {
-            (Ok(true), Ok(true)) => Ok(true),
-            // A lease or entry that is gone is gone, whatever the other answer.
-            (Ok(false), _) | (_, Ok(false)) => Ok(false),
-            (Err(err), _) | (_, Err(err)) => Err(err),
-        }
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let started = Instant::now();
+            let names = Names::of(keys, kind, owner);
+            let Some(entry) = self.shared.held.extend(&names.entry) else {
+                return Ok(false);
+            };
+            self.reaper();
+            let shared = &self.shared;
+            let held_check = || HeldCheck {
+                client: shared.client.clone(),
+                timeout: shared.timeout,
+            };
+            let ask = (entry.stored.clone(), entry.revision);
+            let check = shared.held_checks.ask(ask, shared.timeout, held_check);
+            let (alive, stands) = tokio::join!(entry.lease.confirm_since(started), check);
+            match (alive, stands) {
+                (Ok(true), Ok(true)) => Ok(true),
+                // A lease or entry that is gone is gone, whatever the other answer.
+                (Ok(false), _) | (_, Ok(false)) => Ok(false),
+                (Err(err), _) | (_, Err(err)) => Err(err),
+            }
+        })
     }
 
-    async fn release(
-        &self,
-        keys: &StoredKeys,
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let shared = &self.shared;
-        let names = Names::of(keys, kind, owner);
-        let taken = shared.held.take(&names.entry);
-        if let Some(entry) = taken {
-            let deleted = remove(&shared.client, shared.timeout, &shared.held, &entry).await;
-            if deleted.is_err() {
-                // Left to the reaper, which tries again at once.
-                let expires = Instant::now();
-                shared.held.put(names.entry, Entry { expires, ..entry });
-                self.reaper();
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let shared = &self.shared;
+            let names = Names::of(keys, kind, owner);
+            let taken = shared.held.take(&names.entry);
+            if let Some(entry) = taken {
+                let deleted = remove(&shared.client, shared.timeout, &shared.held, &entry).await;
+                if deleted.is_err() {
+                    // Left to the reaper, which tries again at once.
+                    let expires = Instant::now();
+                    shared.held.put(names.entry, Entry { expires, ..entry });
+                    self.reaper();
+                }
+                return deleted;
             }
-            return deleted;
-        }
-        let (stored, revision) = match kind {
-            LockKind::Segment { .. } => {
-                match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
-                    Some((stored, revision)) => (stored, Some(revision)),
-                    None => return Ok(false),
+            let (stored, revision) = match kind {
+                LockKind::Segment { .. } => {
+                    match find_segment(&shared.client, shared.timeout, &names.base, owner).await? {
+                        Some((stored, revision)) => (stored, Some(revision)),
+                        None => return Ok(false),
+                    }
+                }
+                // The entry's name is the owner's own.
+                _ => (names.entry, None),
+            };
+            match revision {
+                Some(revision) => {
+                    delete_entry(&shared.client, shared.timeout, &stored, revision).await
+                }
+                None => {
+                    let mut client = shared.client.clone();
+                    let deleted =
+                        errors::bounded(shared.timeout, true, client.delete(stored, None)).await?;
+                    Ok(deleted.deleted() > 0)
                 }
             }
-            // The entry's name is the owner's own.
-            _ => (names.entry, None),
-        };
-        match revision {
-            Some(revision) => delete_entry(&shared.client, shared.timeout, &stored, revision).await,
-            None => {
-                let mut client = shared.client.clone();
-                let deleted =
-                    errors::bounded(shared.timeout, true, client.delete(stored, None)).await?;
-                Ok(deleted.deleted() > 0)
-            }
-        }
+        })
     }
 
-    async fn subscribe(
-        &self,
-        keys: &StoredKeys,
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        queued_owner: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        let shared = &self.shared;
-        let (client, timeout) = (shared.client.clone(), shared.timeout);
-        let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
-        let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
-        match entry {
-            Some(entry) => waiting::wait_ahead(client, timeout, names, kind, entry.revision).await,
-            None => waiting::changes_under(client, timeout, names.ahead(kind)).await,
-        }
+        queued_owner: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            let shared = &self.shared;
+            let (client, timeout) = (shared.client.clone(), shared.timeout);
+            let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
+            let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
+            match entry {
+                Some(entry) => {
+                    waiting::wait_ahead(client, timeout, names, kind, entry.revision).await
+                }
+                None => waiting::changes_under(client, timeout, names.ahead(kind)).await,
+            }
+        })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspection_of(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_matching(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
+        StoreFuture::new(self.force_release_all(keys))
     }
 
     fn describe(&self) -> String {

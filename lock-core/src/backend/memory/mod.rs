@@ -11,7 +11,7 @@ use self::entries::Released;
 use self::fair::FairQueue;
 use self::permits::Permits;
 use self::rw::ReadWrite;
-use super::{Attempt, Backend, Grant, ReleaseSignal, StoreFuture};
+use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::key_shards::KeyShards;
 use crate::backend::stored_keys::{KeyMap, StoredKeys};
 use crate::error::StoreError;
@@ -295,13 +295,13 @@ impl MemoryBackend {
     }
 }
 
-impl Backend for MemoryBackend {
+impl LockStore for MemoryBackend {
     /// Every kind of lock the crate has.
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    fn try_acquire<'a>(
+    fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,

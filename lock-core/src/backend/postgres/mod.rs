@@ -23,7 +23,7 @@ use self::errors::{bounded, store_error};
 use self::listen::Listener;
 use self::poll::Poll;
 use self::schema::{Schema, Sql};
-use super::{Attempt, Grant, Operators, ReleaseSignal, Store};
+use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
@@ -71,7 +71,7 @@ pub struct PostgresBackend {
 impl std::fmt::Debug for PostgresBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresBackend")
-            .field("store", &crate::backend::Store::describe(self))
+            .field("store", &crate::backend::LockStore::describe(self))
             .finish_non_exhaustive()
     }
 }
@@ -197,119 +197,157 @@ impl PostgresBackend {
     }
 }
 
-impl Store for PostgresBackend {
+impl LockStore for PostgresBackend {
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    async fn acquire(
-        &self,
-        keys: &StoredKeys,
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        let Some((mode, size)) = mode_of(kind)? else {
-            return self.acquire_lease(keys, owner, ttl).await;
-        };
-        let name = keys.of_kind(kind);
-        let ttl_ms = millis(ttl);
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&name, &owner, &mode, &size, &ttl_ms];
-        let rows = self
-            .connections
-            .query(&self.statements.take, &params, true)
-            .await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| StoreError::not_applied("take answered no row"))?;
-        let token: Option<i64> = column(row, 0)?;
-        let place: Option<i32> = column(row, 1)?;
-        let wait: Option<i64> = column(row, 2)?;
-        let queued: bool = column(row, 3)?;
-        let stored: Option<i32> = column(row, 4)?;
-        if let (Some(stored), LockKind::Permit { of } | LockKind::Segment { of }) = (stored, kind) {
-            let what = if mode == "s" { "segments" } else { "permits" };
-            let stored = u32::try_from(stored).unwrap_or(0);
-            return Err(StoreError::size_disagrees(what, of, stored));
-        }
-        let remaining = wait.map(from_millis);
-        Ok(match (token, place) {
-            (Some(token), Some(place)) if mode == "s" => {
-                let grant = Grant::new(token_of(token), ttl);
-                Attempt::Acquired(grant.with_segment(u32::try_from(place).unwrap_or(0)))
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move {
+            let Some((mode, size)) = mode_of(kind)? else {
+                return self.acquire_lease(keys, owner, ttl).await;
+            };
+            let name = keys.of_kind(kind);
+            let ttl_ms = millis(ttl);
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+                [&name, &owner, &mode, &size, &ttl_ms];
+            let rows = self
+                .connections
+                .query(&self.statements.take, &params, true)
+                .await?;
+            let row = rows
+                .first()
+                .ok_or_else(|| StoreError::not_applied("take answered no row"))?;
+            let token: Option<i64> = column(row, 0)?;
+            let place: Option<i32> = column(row, 1)?;
+            let wait: Option<i64> = column(row, 2)?;
+            let queued: bool = column(row, 3)?;
+            let stored: Option<i32> = column(row, 4)?;
+            if let (Some(stored), LockKind::Permit { of } | LockKind::Segment { of }) =
+                (stored, kind)
+            {
+                let what = if mode == "s" { "segments" } else { "permits" };
+                let stored = u32::try_from(stored).unwrap_or(0);
+                return Err(StoreError::size_disagrees(what, of, stored));
             }
-            (Some(token), _) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
-            (None, _) if queued => Attempt::Queued { remaining },
-            (None, _) => Attempt::Held { remaining },
+            let remaining = wait.map(from_millis);
+            Ok(match (token, place) {
+                (Some(token), Some(place)) if mode == "s" => {
+                    let grant = Grant::new(token_of(token), ttl);
+                    Attempt::Acquired(grant.with_segment(u32::try_from(place).unwrap_or(0)))
+                }
+                (Some(token), _) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
+                (None, _) if queued => Attempt::Queued { remaining },
+                (None, _) => Attempt::Held { remaining },
+            })
         })
     }
 
-    async fn renew(
-        &self,
-        keys: &StoredKeys,
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let sql = match kind {
-            LockKind::Exclusive => &self.statements.renew,
-            _ => &self.statements.renew_holder,
-        };
-        let (name, ttl) = (name_of(keys, kind), millis(ttl));
-        let name: &str = &name;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
-        Ok(self.connections.query(sql, &params, true).await?.len() == 1)
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let sql = match kind {
+                LockKind::Exclusive => &self.statements.renew,
+                _ => &self.statements.renew_holder,
+            };
+            let (name, ttl) = (name_of(keys, kind), millis(ttl));
+            let name: &str = &name;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&name, &owner, &ttl];
+            Ok(self.connections.query(sql, &params, true).await?.len() == 1)
+        })
     }
 
-    async fn release(
-        &self,
-        keys: &StoredKeys,
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let sql = match kind {
-            LockKind::Exclusive => &self.statements.release,
-            _ => &self.statements.give,
-        };
-        let name = name_of(keys, kind);
-        let rows = self
-            .connections
-            .query(sql, &[&&*name, &owner], true)
-            .await?;
-        let live: Option<bool> = match rows.first() {
-            Some(row) => column(row, 0)?,
-            None => None,
-        };
-        Ok(live == Some(true))
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let sql = match kind {
+                LockKind::Exclusive => &self.statements.release,
+                _ => &self.statements.give,
+            };
+            let name = name_of(keys, kind);
+            let rows = self
+                .connections
+                .query(sql, &[&&*name, &owner], true)
+                .await?;
+            let live: Option<bool> = match rows.first() {
+                Some(row) => column(row, 0)?,
+                None => None,
+            };
+            Ok(live == Some(true))
+        })
     }
 
-    async fn announce(&self, keys: &StoredKeys, kind: LockKind) -> Result<(), StoreError> {
-        let name = name_of(keys, kind);
-        let sql = &self.statements.announce;
-        self.connections
-            .query(sql, &[&&*name], true)
-            .await
-            .map(drop)
-    }
-
-    async fn subscribe(
-        &self,
-        keys: &StoredKeys,
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        queued_owner: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        // A queue entry is woken on its own route (`<name> <owner>`), as the
-        // functions notify it.
-        let listener = match &self.wakeups {
-            Wakeups::Notified(listener) => listener,
-            Wakeups::Polled(poll) => return Ok(poll.subscribe()),
-        };
-        let name = name_of(keys, kind);
-        match queued_owner {
-            Some(owner) => listener.subscribe(&format!("{name} {owner}")),
-            None => listener.subscribe(&name),
-        }
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        StoreFuture::new(async move {
+            let name = name_of(keys, kind);
+            let sql = &self.statements.announce;
+            self.connections
+                .query(sql, &[&&*name], true)
+                .await
+                .map(drop)
+        })
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        kind: LockKind,
+        queued_owner: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            // A queue entry is woken on its own route (`<name> <owner>`), as the
+            // functions notify it.
+            let listener = match &self.wakeups {
+                Wakeups::Notified(listener) => listener,
+                Wakeups::Polled(poll) => return Ok(poll.subscribe()),
+            };
+            let name = name_of(keys, kind);
+            match queued_owner {
+                Some(owner) => listener.subscribe(&format!("{name} {owner}")),
+                None => listener.subscribe(&name),
+            }
+        })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspection_of(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_matching(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
+        StoreFuture::new(self.force_release_all(keys))
     }
 
     fn describe(&self) -> String {
@@ -376,8 +414,8 @@ fn mode_of(kind: LockKind) -> Result<Option<(&'static str, i32)>, StoreError> {
     Ok(Some((mode, size)))
 }
 
-impl Operators for PostgresBackend {
-    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+impl PostgresBackend {
+    pub(super) async fn inspection_of(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let others = other_kinds(keys);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&keys.lease(), &others];
         let rows = self
@@ -415,7 +453,7 @@ impl Operators for PostgresBackend {
         Ok(inspection)
     }
 
-    async fn held_keys(
+    pub(super) async fn held_keys_matching(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -453,7 +491,10 @@ impl Operators for PostgresBackend {
         }
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
+    pub(super) async fn force_release_all(
+        &self,
+        keys: &StoredKeys,
+    ) -> Result<ForceReleased, StoreError> {
         let others = other_kinds(keys);
         let rows = self
             .connections

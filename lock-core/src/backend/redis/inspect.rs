@@ -11,7 +11,6 @@ use super::keys::{channel, fence};
 use super::scripts::{FORCE_RELEASE_OWNER_SCRIPT, FORCE_RELEASE_SCRIPT, INSPECT_SCRIPT};
 use super::wait::Masters;
 use super::{RedisBackend, bounded};
-use crate::backend::Operators;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
@@ -104,19 +103,17 @@ where
             .map_err(|_| unexpected("force_release_owner.lua"))?;
         Ok((token > 0).then(|| FencingToken::new(token)))
     }
-}
 
-impl<C> Operators for RedisBackend<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+    pub(super) async fn inspection_of(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let call = on_every_kind(&INSPECT_SCRIPT, keys);
         let sent = self.script::<Vec<Value>>(&call).await?;
         inspection(keys, sent.reply).ok_or_else(|| unexpected("inspect.lua"))
     }
 
-    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
+    pub(super) async fn force_release_all(
+        &self,
+        keys: &StoredKeys,
+    ) -> Result<ForceReleased, StoreError> {
         let mut call = on_every_kind(&FORCE_RELEASE_SCRIPT, keys);
         call.key(fence(keys))
             .arg(channel(keys))
@@ -129,7 +126,7 @@ where
 
     /// The held keys: a `SCAN` of each master of a cluster, else of the
     /// server (one node of a cluster connection given to `with_connection`).
-    async fn held_keys(
+    pub(super) async fn held_keys_matching(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -148,12 +145,7 @@ where
         }
         Ok(held.into_iter().collect())
     }
-}
 
-impl<C> RedisBackend<C>
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
     /// Adds the keys held on `connection`'s server to `held`, until there
     /// are [`MAX_LISTED`].
     async fn scan<K: ConnectionLike + Send>(

@@ -34,9 +34,10 @@ use self::scripts::{
 };
 pub(crate) use self::send::{Sent, bounded, send_or_resend};
 use self::wait::WaitConnections;
-use super::{Attempt, ReleaseSignal, Store};
+use super::{Attempt, LockStore, Pattern, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
+use crate::inspect::{ForceReleased, Inspection};
 use crate::kind::LockKind;
 
 /// Leases in Redis: one server, the master a set of sentinels names
@@ -195,7 +196,7 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-impl<C> Store for RedisBackend<C>
+impl<C> LockStore for RedisBackend<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -204,146 +205,163 @@ where
         true
     }
 
-    async fn acquire<'a>(
+    fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        let reply = match kind {
-            LockKind::Exclusive => {
-                let operation = LeaseCall::Acquire(millis(ttl));
-                self.lock_operation(operation, keys, owner).await?.reply
-            }
-            LockKind::Permit { of } | LockKind::Segment { of } => {
-                let (what, answer) = match kind {
-                    LockKind::Permit { .. } => ("permits", "t"),
-                    _ => ("segments", "s"),
-                };
-                let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.of_kind(kind));
-                call.key(fence(keys)).key(keys.lease());
-                call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
-                let reply = self.script(&call).await?.reply;
-                return shared_outcome(reply, ttl, what, of);
-            }
-            LockKind::Fair | LockKind::Read | LockKind::Write => {
-                let script = match kind {
-                    LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
-                    _ => &RW_ACQUIRE_SCRIPT,
-                };
-                let mut call = script.key(keys.of_kind(kind));
-                call.key(fence(keys)).key(keys.lease());
-                call.arg(owner).arg(millis(ttl));
-                if kind != LockKind::Fair {
-                    call.arg(if kind == LockKind::Write { "w" } else { "r" });
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move {
+            let reply = match kind {
+                LockKind::Exclusive => {
+                    let operation = LeaseCall::Acquire(millis(ttl));
+                    self.lock_operation(operation, keys, owner).await?.reply
                 }
-                self.script(&call).await?.reply
-            }
-        };
-        acquire_outcome(reply, ttl)
+                LockKind::Permit { of } | LockKind::Segment { of } => {
+                    let (what, answer) = match kind {
+                        LockKind::Permit { .. } => ("permits", "t"),
+                        _ => ("segments", "s"),
+                    };
+                    let mut call = PERMIT_ACQUIRE_SCRIPT.key(keys.of_kind(kind));
+                    call.key(fence(keys)).key(keys.lease());
+                    call.arg(owner).arg(millis(ttl)).arg(of).arg(answer);
+                    let reply = self.script(&call).await?.reply;
+                    return shared_outcome(reply, ttl, what, of);
+                }
+                LockKind::Fair | LockKind::Read | LockKind::Write => {
+                    let script = match kind {
+                        LockKind::Fair => &FAIR_ACQUIRE_SCRIPT,
+                        _ => &RW_ACQUIRE_SCRIPT,
+                    };
+                    let mut call = script.key(keys.of_kind(kind));
+                    call.key(fence(keys)).key(keys.lease());
+                    call.arg(owner).arg(millis(ttl));
+                    if kind != LockKind::Fair {
+                        call.arg(if kind == LockKind::Write { "w" } else { "r" });
+                    }
+                    self.script(&call).await?.reply
+                }
+            };
+            acquire_outcome(reply, ttl)
+        })
     }
 
-    async fn renew<'a>(
+    fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let reply: redis::Value = match kind {
-            LockKind::Exclusive => {
-                let operation = LeaseCall::Renew(millis(ttl));
-                self.lock_operation(operation, keys, owner).await?.reply
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let reply: redis::Value = match kind {
+                LockKind::Exclusive => {
+                    let operation = LeaseCall::Renew(millis(ttl));
+                    self.lock_operation(operation, keys, owner).await?.reply
+                }
+                other => {
+                    let call = renew_invocation(keys, other, owner, ttl);
+                    self.script(&call).await?.reply
+                }
+            };
+            if let Some(err) = other_format(&reply) {
+                return Err(err);
             }
-            other => {
-                let call = renew_invocation(keys, other, owner, ttl);
-                self.script(&call).await?.reply
-            }
-        };
-        if let Some(err) = other_format(&reply) {
-            return Err(err);
-        }
-        let renewed: i64 = redis::from_redis_value(reply).map_err(StoreError::in_doubt)?;
-        Ok(renewed == 1)
+            let renewed: i64 = redis::from_redis_value(reply).map_err(StoreError::in_doubt)?;
+            Ok(renewed == 1)
+        })
     }
 
-    async fn release<'a>(
+    fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
-    ) -> Result<bool, StoreError> {
-        let sent = match kind {
-            LockKind::Exclusive => {
-                let release = LeaseCall::Release(self.publish);
-                self.lock_operation(release, keys, owner).await?
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let sent = match kind {
+                LockKind::Exclusive => {
+                    let release = LeaseCall::Release(self.publish);
+                    self.lock_operation(release, keys, owner).await?
+                }
+                LockKind::Permit { .. } | LockKind::Segment { .. } => {
+                    let mut call = PERMIT_RELEASE_SCRIPT.key(keys.of_kind(kind));
+                    call.key(fence(keys)).arg(owner).arg(channel(keys));
+                    call.arg(self.publish.command());
+                    self.script(&call).await?
+                }
+                other => {
+                    let script = match other {
+                        LockKind::Fair => &FAIR_RELEASE_SCRIPT,
+                        _ => &RW_RELEASE_SCRIPT,
+                    };
+                    let mut call = script.key(keys.of_kind(other));
+                    call.arg(owner).arg(channel(keys));
+                    call.arg(self.publish.command());
+                    self.script(&call).await?
+                }
+            };
+            if let Some(err) = other_format(&sent.reply) {
+                return Err(err);
             }
-            LockKind::Permit { .. } | LockKind::Segment { .. } => {
-                let mut call = PERMIT_RELEASE_SCRIPT.key(keys.of_kind(kind));
-                call.key(fence(keys)).arg(owner).arg(channel(keys));
-                call.arg(self.publish.command());
-                self.script(&call).await?
-            }
-            other => {
-                let script = match other {
-                    LockKind::Fair => &FAIR_RELEASE_SCRIPT,
-                    _ => &RW_RELEASE_SCRIPT,
-                };
-                let mut call = script.key(keys.of_kind(other));
-                call.arg(owner).arg(channel(keys));
-                call.arg(self.publish.command());
-                self.script(&call).await?
-            }
-        };
-        if let Some(err) = other_format(&sent.reply) {
-            return Err(err);
-        }
-        let released: i64 = redis::from_redis_value(sent.reply).map_err(StoreError::in_doubt)?;
-        match (released, sent.maybe_twice) {
-            (1, _) => Ok(true),
-            (_, false) => Ok(false),
-            // Neither released nor lost for sure: say so.
-            (_, true) => Err(StoreError::permanent(
-                "the lease was gone when the release was sent again: its first send \
+            let released: i64 =
+                redis::from_redis_value(sent.reply).map_err(StoreError::in_doubt)?;
+            match (released, sent.maybe_twice) {
+                (1, _) => Ok(true),
+                (_, false) => Ok(false),
+                // Neither released nor lost for sure: say so.
+                (_, true) => Err(StoreError::permanent(
+                    "the lease was gone when the release was sent again: its first send \
                      may have removed it, or it had been lost",
-            )
-            .unknown(true)),
-        }
+                )
+                .unknown(true)),
+            }
+        })
     }
 
     /// A waiter with a queue entry (a fair lock's place, a writer's mark) hears
     /// only of when it may go, on a channel of its own (`<channel>:<owner>`),
     /// so that a release wakes the one waiter that may go on.
-    async fn subscribe<'a>(
+    fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         _: LockKind,
         queued_owner: Option<&'a str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        match (&self.hub, queued_owner) {
-            (Some(hub), Some(owner)) => hub.subscribe(&format!("{}:{owner}", channel(keys))).await,
-            (Some(hub), None) => hub.subscribe(&channel(keys).to_string()).await,
-            (None, _) => Err(StoreError::permanent(
-                "no pub/sub client configured; waiting falls back on the lease TTL",
-            )),
-        }
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            match (&self.hub, queued_owner) {
+                (Some(hub), Some(owner)) => {
+                    hub.subscribe(&format!("{}:{owner}", channel(keys))).await
+                }
+                (Some(hub), None) => hub.subscribe(&channel(keys).to_string()).await,
+                (None, _) => Err(StoreError::permanent(
+                    "no pub/sub client configured; waiting falls back on the lease TTL",
+                )),
+            }
+        })
     }
 
     /// A message on the lock's release channel, as a release sends.
-    async fn announce<'a>(&'a self, keys: &'a StoredKeys, _: LockKind) -> Result<(), StoreError> {
-        let mut publish = redis::cmd(self.publish.command());
-        publish.arg(channel(keys)).arg("1");
-        let publish = &publish;
-        self.send(|mut conn| async move { publish.query_async::<i64>(&mut conn).await })
-            .await
-            .map(drop)
+    fn announce<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+        _: LockKind,
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        StoreFuture::new(async move {
+            let mut publish = redis::cmd(self.publish.command());
+            publish.arg(channel(keys)).arg("1");
+            let publish = &publish;
+            self.send(|mut conn| async move { publish.query_async::<i64>(&mut conn).await })
+                .await
+                .map(drop)
+        })
     }
 
     /// `WAIT` on a connection of its own, after a renewal of the lease
     /// there, so that no other lock of the Locker waits behind it (see
     /// `wait.rs`).
-    async fn confirm_replicas<'a>(
+    fn confirm_replicas<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
@@ -351,8 +369,32 @@ where
         ttl: Duration,
         wanted: usize,
         within: Duration,
-    ) -> Result<usize, StoreError> {
-        self.confirm((keys, kind, owner, ttl), wanted, within).await
+    ) -> StoreFuture<'a, Result<usize, StoreError>> {
+        StoreFuture::new(
+            async move { self.confirm((keys, kind, owner, ttl), wanted, within).await },
+        )
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspection_of(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_matching(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
+        StoreFuture::new(self.force_release_all(keys))
     }
 
     fn describe(&self) -> String {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::RedLockBackend;
 use crate::backend::stored_keys::StoredKeys;
-use crate::backend::{Backend, Operators, RedisBackend};
+use crate::backend::{LockStore, RedisBackend};
 use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
 use crate::kind::LockKind;
@@ -26,13 +26,14 @@ impl RedLockBackend {
         let failures = failures.into_iter().filter_map(Result::err).collect();
         Err(self.no_quorum(what, failures))
     }
-}
 
-impl Operators for RedLockBackend {
     /// Holders on a quorum of the masters that answered, with the highest
     /// token, the least time left and the greatest age any of them says.
-    async fn inspect<'a>(&'a self, keys: &'a StoredKeys) -> Result<Inspection, StoreError> {
-        let inspect = |backend: &'a RedisBackend| Backend::inspect(backend, keys);
+    pub(super) async fn inspection_of<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> Result<Inspection, StoreError> {
+        let inspect = |backend: &'a RedisBackend| LockStore::inspect(backend, keys);
         let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
         let seen = self.quorum_of("the inspection", answers)?;
         let mut by_owner: HashMap<(LockKind, String), (usize, Holder)> = HashMap::new();
@@ -55,12 +56,12 @@ impl Operators for RedLockBackend {
     }
 
     /// The keys any master that answers holds.
-    async fn held_keys<'a>(
+    pub(super) async fn held_keys_matching<'a>(
         &'a self,
         namespace: &'a str,
         pattern: &'a Pattern,
     ) -> Result<Vec<String>, StoreError> {
-        let list = |backend: &'a RedisBackend| Backend::held_keys(backend, namespace, pattern);
+        let list = |backend: &'a RedisBackend| LockStore::held_keys(backend, namespace, pattern);
         let answers = self.on_masters(&self.masters, self.timeout, list).await;
         let lists = self.quorum_of("the listing", answers)?;
         Ok(lists.into_iter().flatten().collect())
@@ -72,11 +73,11 @@ impl Operators for RedLockBackend {
     /// value of its own, which masters reached later keep (a removal of
     /// whatever each master held took that waiter's lease away there). The
     /// tokens are those of the leases ended, raised ones included.
-    async fn force_release<'a>(
+    pub(super) async fn force_release_all<'a>(
         &'a self,
         keys: &'a StoredKeys,
     ) -> Result<ForceReleased, StoreError> {
-        let inspect = |backend: &'a RedisBackend| Backend::inspect(backend, keys);
+        let inspect = |backend: &'a RedisBackend| LockStore::inspect(backend, keys);
         let answers = self.on_masters(&self.masters, self.timeout, inspect).await;
         let seen = self.quorum_of("the force-release", answers)?;
         let mut owners: Vec<&str> = seen

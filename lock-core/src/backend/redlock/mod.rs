@@ -41,8 +41,11 @@ use self::any_release::any_of;
 use self::master::Master;
 use crate::backend::redis::bounded;
 use crate::backend::stored_keys::StoredKeys;
-use crate::backend::{Attempt, Backend, Grant, RedisBackend, ReleaseSignal, Store};
+use crate::backend::{
+    Attempt, Grant, LockStore, Pattern, RedisBackend, ReleaseSignal, StoreFuture,
+};
 use crate::error::{Applied, Refusal, StoreError};
+use crate::inspect::{ForceReleased, Inspection};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -93,7 +96,7 @@ pub struct RedLockBackend {
 impl std::fmt::Debug for RedLockBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedLockBackend")
-            .field("store", &crate::backend::Store::describe(self))
+            .field("store", &crate::backend::LockStore::describe(self))
             .finish_non_exhaustive()
     }
 }
@@ -211,8 +214,9 @@ impl RedLockBackend {
     /// later: the next try asks with the same owner value, and a late
     /// give-back would undo the lease it takes.)
     async fn give_back<'a>(&'a self, keys: &'a StoredKeys, owner: &'a str, bound: Duration) {
-        let release =
-            |backend: &'a RedisBackend| Backend::release(backend, keys, LockKind::Exclusive, owner);
+        let release = |backend: &'a RedisBackend| {
+            LockStore::release(backend, keys, LockKind::Exclusive, owner)
+        };
         let _ = self.on_masters(&self.masters, bound, release).await;
     }
 }
@@ -227,134 +231,168 @@ fn split_vote_delay(bound: Duration) -> Duration {
     bound.min(SPLIT_VOTE_DELAY).mul_f64(share)
 }
 
-impl Store for RedLockBackend {
-    async fn acquire<'a>(
+impl LockStore for RedLockBackend {
+    fn acquire<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        self.asked_for(ttl);
-        let bound = self.bound(ttl);
-        let acquire = |backend: &'a RedisBackend| backend.try_acquire(keys, kind, owner, ttl);
-        let answers = self.on_masters(&self.masters, bound, acquire).await;
-        let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
-        for (master, answer) in self.masters.iter().zip(answers) {
-            match answer {
-                Ok(Attempt::Acquired(grant)) => granted.push((master, grant.token)),
-                Ok(Attempt::Held { remaining }) => held.push(remaining),
-                Ok(_) => held.push(None),
-                Err(err) => failures.push(err),
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move {
+            self.asked_for(ttl);
+            let bound = self.bound(ttl);
+            let acquire = |backend: &'a RedisBackend| backend.acquire(keys, kind, owner, ttl);
+            let answers = self.on_masters(&self.masters, bound, acquire).await;
+            let (mut granted, mut held, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+            for (master, answer) in self.masters.iter().zip(answers) {
+                match answer {
+                    Ok(Attempt::Acquired(grant)) => granted.push((master, grant.token)),
+                    Ok(Attempt::Held { remaining }) => held.push(remaining),
+                    Ok(_) => held.push(None),
+                    Err(err) => failures.push(err),
+                }
             }
-        }
-        if granted.len() >= self.quorum {
-            // Second phase: the quorum's highest token plus one, on the quorum.
-            let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
-            let token = FencingToken::new(top.saturating_add(1));
-            let quorum = granted.iter().map(|(master, _)| *master);
-            let raise = |backend: &'a RedisBackend| backend.raise_token(keys, owner, token);
-            let raised = self.on_masters(quorum, bound, raise).await;
-            if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
-                return Ok(Attempt::Acquired(Grant::new(token, ttl)));
+            if granted.len() >= self.quorum {
+                // Second phase: the quorum's highest token plus one, on the quorum.
+                let top = granted.iter().map(|(_, t)| t.get()).max().unwrap_or(0);
+                let token = FencingToken::new(top.saturating_add(1));
+                let quorum = granted.iter().map(|(master, _)| *master);
+                let raise = |backend: &'a RedisBackend| backend.raise_token(keys, owner, token);
+                let raised = self.on_masters(quorum, bound, raise).await;
+                if raised.iter().filter(|r| matches!(r, Ok(true))).count() >= self.quorum {
+                    return Ok(Attempt::Acquired(Grant::new(token, ttl)));
+                }
             }
-        }
-        // No quorum: what was taken goes back, everywhere.
-        self.give_back(keys, owner, bound).await;
-        if self.too_many(failures.len()) {
-            return Err(self.no_quorum("the acquire", failures));
-        }
-        if !granted.is_empty() && held.len() < self.quorum {
-            // A split vote: contenders try again after random waits
-            // (here: the give-backs above wake every waiter at once).
-            tokio::time::sleep(split_vote_delay(bound)).await;
-            return Ok(Attempt::Held {
-                remaining: Some(Duration::ZERO),
-            });
-        }
-        // Free once a quorum of the other owner's leases has run out.
-        let mut remaining: Vec<Duration> = held.iter().flatten().copied().collect();
-        remaining.sort();
-        Ok(Attempt::Held {
-            remaining: remaining.get(self.quorum.saturating_sub(1)).copied(),
+            // No quorum: what was taken goes back, everywhere.
+            self.give_back(keys, owner, bound).await;
+            if self.too_many(failures.len()) {
+                return Err(self.no_quorum("the acquire", failures));
+            }
+            if !granted.is_empty() && held.len() < self.quorum {
+                // A split vote: contenders try again after random waits
+                // (here: the give-backs above wake every waiter at once).
+                tokio::time::sleep(split_vote_delay(bound)).await;
+                return Ok(Attempt::Held {
+                    remaining: Some(Duration::ZERO),
+                });
+            }
+            // Free once a quorum of the other owner's leases has run out.
+            let mut remaining: Vec<Duration> = held.iter().flatten().copied().collect();
+            remaining.sort();
+            Ok(Attempt::Held {
+                remaining: remaining.get(self.quorum.saturating_sub(1)).copied(),
+            })
         })
     }
 
-    async fn renew<'a>(
+    fn renew<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        self.asked_for(ttl);
-        let renew = |backend: &'a RedisBackend| Backend::renew(backend, keys, kind, owner, ttl);
-        let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
-        self.quorum_says("the renewal", answers)
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            self.asked_for(ttl);
+            let renew =
+                |backend: &'a RedisBackend| LockStore::renew(backend, keys, kind, owner, ttl);
+            let answers = self.on_masters(&self.masters, self.bound(ttl), renew).await;
+            self.quorum_says("the renewal", answers)
+        })
     }
 
-    async fn release<'a>(
+    fn release<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         owner: &'a str,
-    ) -> Result<bool, StoreError> {
-        let release = |backend: &'a RedisBackend| Backend::release(backend, keys, kind, owner);
-        let answers = self.on_masters(&self.masters, self.timeout, release).await;
-        let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
-        let said = self.quorum_says("the release", answers);
-        // Without a quorum the caller sends the release again itself, to
-        // every master: only a release that stands is followed up here.
-        if said.is_ok() {
-            self.release_later(&failures, keys, kind, owner);
-        }
-        said
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let release =
+                |backend: &'a RedisBackend| LockStore::release(backend, keys, kind, owner);
+            let answers = self.on_masters(&self.masters, self.timeout, release).await;
+            let failures: Vec<bool> = answers.iter().map(|a| a.is_err()).collect();
+            let said = self.quorum_says("the release", answers);
+            // Without a quorum the caller sends the release again itself, to
+            // every master: only a release that stands is followed up here.
+            if said.is_ok() {
+                self.release_later(&failures, keys, kind, owner);
+            }
+            said
+        })
     }
 
     /// Releases are published on every master where a waiter found the
     /// lease: every master that answers is listened to, and the first
     /// release heard on any of them wakes the waiter.
-    async fn subscribe<'a>(
+    fn subscribe<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
         queued_owner: Option<&'a str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        let bound = SUBSCRIBE_BOUND.min(self.timeout);
-        let subscribe =
-            |backend: &'a RedisBackend| Backend::subscribe(backend, keys, kind, queued_owner);
-        let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
-        let mut signals = Vec::new();
-        let mut failure = None;
-        for subscribed in subscriptions {
-            match subscribed {
-                Ok(signal) => signals.push(signal),
-                Err(err) => failure = Some(err),
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            let bound = SUBSCRIBE_BOUND.min(self.timeout);
+            let subscribe =
+                |backend: &'a RedisBackend| LockStore::subscribe(backend, keys, kind, queued_owner);
+            let subscriptions = self.on_masters(&self.masters, bound, subscribe).await;
+            let mut signals = Vec::new();
+            let mut failure = None;
+            for subscribed in subscriptions {
+                match subscribed {
+                    Ok(signal) => signals.push(signal),
+                    Err(err) => failure = Some(err),
+                }
             }
-        }
-        match failure {
-            Some(err) if signals.is_empty() => Err(err),
-            _ => Ok(any_of(signals)),
-        }
+            match failure {
+                Some(err) if signals.is_empty() => Err(err),
+                _ => Ok(any_of(signals)),
+            }
+        })
     }
 
     /// On every master: an observer subscribes on each.
-    async fn announce<'a>(
+    fn announce<'a>(
         &'a self,
         keys: &'a StoredKeys,
         kind: LockKind,
-    ) -> Result<(), StoreError> {
-        let bound = SUBSCRIBE_BOUND.min(self.timeout);
-        let announce = |backend: &'a RedisBackend| Backend::announce(backend, keys, kind);
-        let told = self.on_masters(&self.masters, bound, announce).await;
-        let mut failure = None;
-        for outcome in told {
-            match outcome {
-                Ok(()) => return Ok(()),
-                Err(err) => failure = Some(err),
+    ) -> StoreFuture<'a, Result<(), StoreError>> {
+        StoreFuture::new(async move {
+            let bound = SUBSCRIBE_BOUND.min(self.timeout);
+            let announce = |backend: &'a RedisBackend| LockStore::announce(backend, keys, kind);
+            let told = self.on_masters(&self.masters, bound, announce).await;
+            let mut failure = None;
+            for outcome in told {
+                match outcome {
+                    Ok(()) => return Ok(()),
+                    Err(err) => failure = Some(err),
+                }
             }
-        }
-        failure.map_or(Ok(()), Err)
+            failure.map_or(Ok(()), Err)
+        })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspection_of(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_matching(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
+        StoreFuture::new(self.force_release_all(keys))
     }
 
     fn describe(&self) -> String {

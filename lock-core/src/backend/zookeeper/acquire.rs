@@ -15,7 +15,7 @@ use super::sessions::Session;
 use super::{ZooKeeperBackend, delete, reaping};
 use crate::backend::queued::{Entry, spread};
 use crate::backend::stored_keys::StoredKeys;
-use crate::backend::{Attempt, Grant, Store};
+use crate::backend::{Attempt, Grant, LockStore};
 use crate::error::StoreError;
 use crate::kind::LockKind;
 use crate::token::FencingToken;
@@ -157,7 +157,7 @@ impl ZooKeeperBackend {
         };
         match decided {
             Err(disagrees) => {
-                let _ = Store::release(self, keys, kind, owner).await;
+                let _ = LockStore::release(self, keys, kind, owner).await;
                 Err(disagrees)
             }
             Ok(None) => {

@@ -10,7 +10,6 @@ use zookeeper_client::{Client, Error, MultiReadResult, MultiWriteError, Stat};
 use super::errors::{bounded, store_error};
 use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend};
-use crate::backend::Operators;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
@@ -89,10 +88,8 @@ impl ZooKeeperBackend {
         let session = self.shared.sessions.for_ttl(LOOKUP_TTL).await?;
         Ok(session.client.clone())
     }
-}
 
-impl Operators for ZooKeeperBackend {
-    async fn inspect(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
+    pub(super) async fn inspection_of(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
         let mut inspection = Inspection::new(keys.user());
@@ -133,7 +130,7 @@ impl Operators for ZooKeeperBackend {
         Ok(inspection)
     }
 
-    async fn held_keys(
+    pub(super) async fn held_keys_matching(
         &self,
         namespace: &str,
         pattern: &Pattern,
@@ -167,7 +164,10 @@ impl Operators for ZooKeeperBackend {
     /// by one, the first delete woke the next waiter, which was granted,
     /// and a later delete took its grant away). A node granted or gone in
     /// between fails the multi, which is tried again on a new listing.
-    async fn force_release(&self, keys: &StoredKeys) -> Result<ForceReleased, StoreError> {
+    pub(super) async fn force_release_all(
+        &self,
+        keys: &StoredKeys,
+    ) -> Result<ForceReleased, StoreError> {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
         let mut changed = None;

@@ -34,9 +34,10 @@ use self::parents::Parents;
 use self::queue::{Child, Names, children, zk_no_node};
 use self::sessions::{Session, Sessions};
 use super::queued::{self, Entry, Held};
-use super::{Attempt, ReleaseSignal, Store};
+use super::{Attempt, LockStore, Pattern, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
+use crate::inspect::{ForceReleased, Inspection};
 use crate::kind::LockKind;
 
 /// The ttl of the session used for lookups that belong to no lock.
@@ -61,7 +62,7 @@ pub struct ZooKeeperBackend {
 impl std::fmt::Debug for ZooKeeperBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ZooKeeperBackend")
-            .field("store", &crate::backend::Store::describe(self))
+            .field("store", &crate::backend::LockStore::describe(self))
             .finish_non_exhaustive()
     }
 }
@@ -162,105 +163,134 @@ impl Drop for Shared {
     }
 }
 
-impl Store for ZooKeeperBackend {
+impl LockStore for ZooKeeperBackend {
     fn supports(&self, _: LockKind) -> bool {
         true
     }
 
-    async fn acquire(
-        &self,
-        keys: &StoredKeys,
+    fn acquire<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         ttl: Duration,
-    ) -> Result<Attempt, StoreError> {
-        self.enqueue(keys, kind, owner, ttl).await
+    ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
+        StoreFuture::new(async move { self.enqueue(keys, kind, owner, ttl).await })
     }
 
-    async fn renew(
-        &self,
-        keys: &StoredKeys,
+    fn renew<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
+        owner: &'a str,
         _ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let names = Names::of(keys, kind, owner);
-        let Some(entry) = self.shared.held.extend(&names.entry) else {
-            return Ok(false);
-        };
-        self.reaper();
-        if !entry.lease.may_serve() {
-            return Ok(false);
-        }
-        let timeout = self.shared.timeout;
-        let held_check = || HeldCheck {
-            client: entry.lease.client.clone(),
-            timeout,
-        };
-        let ask = (entry.stored.clone(), entry.revision);
-        match entry.lease.held_checks.ask(ask, timeout, held_check).await {
-            // An expired session says so on the next request.
-            Err(_) if !entry.lease.may_serve() => Ok(false),
-            answer => answer,
-        }
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let names = Names::of(keys, kind, owner);
+            let Some(entry) = self.shared.held.extend(&names.entry) else {
+                return Ok(false);
+            };
+            self.reaper();
+            if !entry.lease.may_serve() {
+                return Ok(false);
+            }
+            let timeout = self.shared.timeout;
+            let held_check = || HeldCheck {
+                client: entry.lease.client.clone(),
+                timeout,
+            };
+            let ask = (entry.stored.clone(), entry.revision);
+            match entry.lease.held_checks.ask(ask, timeout, held_check).await {
+                // An expired session says so on the next request.
+                Err(_) if !entry.lease.may_serve() => Ok(false),
+                answer => answer,
+            }
+        })
     }
 
-    async fn release(
-        &self,
-        keys: &StoredKeys,
+    fn release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        owner: &str,
-    ) -> Result<bool, StoreError> {
-        let shared = &self.shared;
-        let names = Names::of(keys, kind, owner);
-        if let Some(entry) = shared.held.take(&names.entry) {
-            let deleted = delete_entry(&entry, shared.timeout).await;
-            if deleted.is_err() && entry.lease.may_serve() {
-                // Left to the reaper, which tries again at once.
-                let expires = Instant::now();
-                shared.held.put(names.entry, Entry { expires, ..entry });
-                self.reaper();
+        owner: &'a str,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        StoreFuture::new(async move {
+            let shared = &self.shared;
+            let names = Names::of(keys, kind, owner);
+            if let Some(entry) = shared.held.take(&names.entry) {
+                let deleted = delete_entry(&entry, shared.timeout).await;
+                if deleted.is_err() && entry.lease.may_serve() {
+                    // Left to the reaper, which tries again at once.
+                    let expires = Instant::now();
+                    shared.held.put(names.entry, Entry { expires, ..entry });
+                    self.reaper();
+                }
+                return deleted;
             }
-            return deleted;
-        }
-        // Not recorded (an acquire whose answer never arrived): found by
-        // its owner value.
-        let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
-        let all = children(&session.client, shared.timeout, &names.parent).await?;
-        let mut any = false;
-        for child in all.iter().filter_map(|name| Child::parse(name)) {
-            if child.owner == owner {
-                any |= delete(&session.client, shared.timeout, &names.path(child.name)).await?;
+            // Not recorded (an acquire whose answer never arrived): found by
+            // its owner value.
+            let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+            let all = children(&session.client, shared.timeout, &names.parent).await?;
+            let mut any = false;
+            for child in all.iter().filter_map(|name| Child::parse(name)) {
+                if child.owner == owner {
+                    any |= delete(&session.client, shared.timeout, &names.path(child.name)).await?;
+                }
             }
-        }
-        Ok(any)
+            Ok(any)
+        })
     }
 
-    async fn subscribe(
-        &self,
-        keys: &StoredKeys,
+    fn subscribe<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
         kind: LockKind,
-        queued_owner: Option<&str>,
-    ) -> Result<ReleaseSignal, StoreError> {
-        let shared = &self.shared;
-        let timeout = shared.timeout;
-        let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
-        let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
-        match entry {
-            Some(entry) => {
-                let mine = entry
-                    .stored
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                waiting::wait_ahead(entry.lease.client.clone(), timeout, names, kind, mine).await
+        queued_owner: Option<&'a str>,
+    ) -> StoreFuture<'a, Result<ReleaseSignal, StoreError>> {
+        StoreFuture::new(async move {
+            let shared = &self.shared;
+            let timeout = shared.timeout;
+            let names = Names::of(keys, kind, queued_owner.unwrap_or(""));
+            let entry = queued_owner.and_then(|_| shared.held.get(&names.entry));
+            match entry {
+                Some(entry) => {
+                    let mine = entry
+                        .stored
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    waiting::wait_ahead(entry.lease.client.clone(), timeout, names, kind, mine)
+                        .await
+                }
+                None => {
+                    let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
+                    waiting::changes_under(session.client.clone(), timeout, names.parent).await
+                }
             }
-            None => {
-                let session = shared.sessions.for_ttl(LOOKUP_TTL).await?;
-                waiting::changes_under(session.client.clone(), timeout, names.parent).await
-            }
-        }
+        })
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<Inspection, StoreError>> {
+        StoreFuture::new(self.inspection_of(keys))
+    }
+
+    fn held_keys<'a>(
+        &'a self,
+        namespace: &'a str,
+        pattern: &'a Pattern,
+    ) -> StoreFuture<'a, Result<Vec<String>, StoreError>> {
+        StoreFuture::new(self.held_keys_matching(namespace, pattern))
+    }
+
+    fn force_release<'a>(
+        &'a self,
+        keys: &'a StoredKeys,
+    ) -> StoreFuture<'a, Result<ForceReleased, StoreError>> {
+        StoreFuture::new(self.force_release_all(keys))
     }
 
     fn describe(&self) -> String {
