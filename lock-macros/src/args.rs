@@ -67,7 +67,252 @@ impl OnLost {
     }
 }
 
-fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Result<Duration> {
+/// The arguments as written, each with the name that gave it where a
+/// later error points at it.
+#[derive(Default)]
+struct Given {
+    keys: Option<(Ident, Vec<Template>)>,
+    permits: Option<(Ident, u32)>,
+    kind: Option<(Ident, Kind)>,
+    ttl: Option<Duration>,
+    wait: Option<(Ident, Duration)>,
+    hold_at_least: Option<(Ident, Duration)>,
+    /// `if_held = "skip"`.
+    skip: Option<Ident>,
+    watchdog: Option<bool>,
+    locker: Option<Expr>,
+    on_lost: Option<OnLost>,
+    krate: Option<Path>,
+}
+
+impl Parse for LockArgs {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        Given::read(input)?.into_args()
+    }
+}
+
+impl Given {
+    /// `name = value, ...`, each name at most once.
+    fn read(input: ParseStream<'_>) -> syn::Result<Given> {
+        let mut given = Given::default();
+        let mut seen: Vec<String> = Vec::new();
+        while !input.is_empty() {
+            // `crate` is a keyword: accept any identifier here.
+            let name = Ident::parse_any(input)?;
+            let text = name.to_string();
+            if seen.contains(&text) {
+                let message = format!("`{text}` is given twice; keep one");
+                return Err(syn::Error::new(name.span(), message));
+            }
+            seen.push(text);
+            input.parse::<Token![=]>()?;
+            given.set(name, input)?;
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(given)
+    }
+
+    /// Parses the value of the argument `name`.
+    fn set(&mut self, name: Ident, input: ParseStream<'_>) -> syn::Result<()> {
+        let text = name.to_string();
+        match text.as_str() {
+            "key" | "keys" => {
+                if self.keys.is_some() {
+                    return Err(syn::Error::new(
+                        name.span(),
+                        "give `key` (one lock) or `keys` (all of several), not both",
+                    ));
+                }
+                let templates = templates(input, text == "keys")?;
+                self.keys = Some((name, templates));
+            }
+            "permits" => self.permits = Some((name, permits(input)?)),
+            "kind" => {
+                let kinds = [
+                    ("fair", Kind::Fair),
+                    ("read", Kind::Read),
+                    ("write", Kind::Write),
+                ];
+                let help = "\"fair\", \"read\" or \"write\" (or `permits = N` for a semaphore)";
+                self.kind = Some((name, one_of(input, "kind", &kinds, help)?));
+            }
+            "ttl" => self.ttl = Some(duration(input, "ttl", false)?),
+            "wait" => self.wait = Some((name, duration(input, "wait", true)?)),
+            "hold_at_least" => {
+                let hold = duration(input, "hold_at_least", false)?;
+                self.hold_at_least = Some((name, hold));
+            }
+            "if_held" => {
+                let choices = [("skip", true), ("wait", false)];
+                let help = "\"wait\" (the default: wait for the lock) or \"skip\" (never wait: a held lock skips the call, which returns `Ok(Outcome::Skipped)`)";
+                if one_of(input, "if_held", &choices, help)? {
+                    self.skip = Some(name);
+                }
+            }
+            "watchdog" => self.watchdog = Some(input.parse::<LitBool>()?.value),
+            "locker" => self.locker = Some(input.parse::<Expr>()?),
+            "on_lost" => {
+                let choices = [("abort", OnLost::Abort), ("continue", OnLost::Continue)];
+                let help = "\"abort\" (drop the body, return LockError::Lost) or \"continue\" (let it finish)";
+                self.on_lost = Some(one_of(input, "on_lost", &choices, help)?);
+            }
+            "crate" => self.krate = Some(input.parse::<LitStr>()?.parse::<Path>()?),
+            _ => {
+                let message = format!("unknown argument `{text}`; expected one of: {NAMES}");
+                return Err(syn::Error::new(name.span(), message));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses arguments that disagree, pointing at the later one's name;
+    /// `all`: the keys were given as `keys`.
+    fn check_combination(&self, all: bool) -> syn::Result<()> {
+        let clash = |name: &Ident, message: &str| Err(syn::Error::new(name.span(), message));
+        if let (Some((name, _)), true) = (&self.permits, all) {
+            return clash(
+                name,
+                "`permits` takes one `key`, not `keys`: a semaphore is on one key",
+            );
+        }
+        if let Some((name, _)) = &self.kind {
+            if self.permits.is_some() {
+                return clash(
+                    name,
+                    "`kind` and `permits` name two kinds of lock; a semaphore is `permits = N` alone",
+                );
+            }
+            if all {
+                return clash(
+                    name,
+                    "`kind` takes one `key`; `keys` locks several keys with plain locks",
+                );
+            }
+        }
+        if let Some(name) = &self.skip {
+            if let Some((wait, _)) = &self.wait {
+                return clash(
+                    wait,
+                    "`wait` and `if_held = \"skip\"` disagree: a skipped call never waits; drop `wait`",
+                );
+            }
+            if all {
+                return clash(name, "`if_held = \"skip\"` takes one `key`, not `keys`");
+            }
+        }
+        if let Some((name, hold)) = &self.hold_at_least {
+            // Without renewals the lease ends at its ttl: it cannot be kept
+            // longer.
+            if let (Some(ttl), Some(false)) = (self.ttl, self.watchdog)
+                && *hold >= ttl
+            {
+                let message = format!(
+                    "`hold_at_least` ({}) is not below `ttl` ({}) with `watchdog = false`: the lease ends at its ttl; raise `ttl` or drop `watchdog = false`",
+                    humantime::format_duration(*hold),
+                    humantime::format_duration(ttl)
+                );
+                return clash(name, &message);
+            }
+            if all {
+                return clash(
+                    name,
+                    "`hold_at_least` takes one `key`, not `keys`: a multi-lock gives every key back at release",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The parsed arguments, with their defaults, once they agree.
+    fn into_args(mut self) -> syn::Result<LockArgs> {
+        let Some((given_as, keys)) = self.keys.take() else {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")], or keys = [\"...\", \"...\"] for several",
+            ));
+        };
+        let all = given_as == "keys";
+        self.check_combination(all)?;
+        let kind = match (self.kind, self.permits) {
+            (Some((_, kind)), _) => kind,
+            (None, Some((_, n))) => Kind::Permits(n),
+            (None, None) => Kind::Plain,
+        };
+        Ok(LockArgs {
+            keys,
+            all,
+            kind,
+            ttl: self.ttl,
+            wait: self.wait.map(|(_, wait)| wait),
+            watchdog: self.watchdog,
+            locker: self.locker,
+            on_lost: self.on_lost.unwrap_or_default(),
+            skip: self.skip.is_some(),
+            hold_at_least: self.hold_at_least.map(|(_, hold)| hold),
+            krate: self.krate,
+        })
+    }
+}
+
+/// `"<template>"`, or `[<template>, ...]` for `keys`: each parsed.
+fn templates(input: ParseStream<'_>, several: bool) -> syn::Result<Vec<Template>> {
+    let lits = if several {
+        let content;
+        let brackets = syn::bracketed!(content in input);
+        let lits = Punctuated::<LitStr, Token![,]>::parse_terminated(&content)?;
+        if lits.is_empty() {
+            return Err(syn::Error::new(
+                brackets.span.join(),
+                "`keys` needs at least one key, e.g. keys = [\"account:<from>\", \"account:<to>\"]",
+            ));
+        }
+        lits.into_iter().collect()
+    } else {
+        vec![input.parse::<LitStr>()?]
+    };
+    lits.into_iter()
+        .map(|lit| {
+            let pieces =
+                template::parse(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
+            Ok((lit, pieces))
+        })
+        .collect()
+}
+
+/// `permits = N`, 1 to 1024.
+fn permits(input: ParseStream<'_>) -> syn::Result<u32> {
+    let lit: LitInt = input.parse()?;
+    let n: u32 = lit.base10_parse()?;
+    if !(1..=1024).contains(&n) {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`permits` must be between 1 and 1024, e.g. permits = 4",
+        ));
+    }
+    Ok(n)
+}
+
+/// A string that is one of `choices`; another is refused with `help`.
+fn one_of<T: Copy>(
+    input: ParseStream<'_>,
+    name: &str,
+    choices: &[(&str, T)],
+    help: &str,
+) -> syn::Result<T> {
+    let lit: LitStr = input.parse()?;
+    let value = lit.value();
+    let chosen = choices.iter().find(|(text, _)| *text == value);
+    chosen.map(|(_, choice)| *choice).ok_or_else(|| {
+        let message = format!("{name} = \"{value}\" is not known; use {help}");
+        syn::Error::new(lit.span(), message)
+    })
+}
+
+/// A duration in humantime's words (`"30s"`), above zero unless `zero_ok`.
+fn duration(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Result<Duration> {
     let lit: LitStr = input.parse()?;
     let value = humantime::parse_duration(&lit.value()).map_err(|err| {
         let message = format!(
@@ -83,232 +328,4 @@ fn duration_arg(input: ParseStream<'_>, name: &str, zero_ok: bool) -> syn::Resul
         ));
     }
     Ok(value)
-}
-
-impl Parse for LockArgs {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let mut keys: Option<(Ident, Vec<Template>)> = None;
-        let mut permits: Option<(Ident, u32)> = None;
-        let mut kind: Option<(Ident, Kind)> = None;
-        let (mut ttl, mut wait, mut watchdog, mut locker, mut on_lost, mut krate) =
-            (None, None, None, None, None, None);
-        let mut skip: Option<Ident> = None;
-        let mut hold_at_least: Option<(Ident, Duration)> = None;
-        let mut wait_name: Option<Ident> = None;
-        let mut seen: Vec<String> = Vec::new();
-        while !input.is_empty() {
-            // `crate` is a keyword: accept any identifier here.
-            let name = Ident::parse_any(input)?;
-            let text = name.to_string();
-            if seen.contains(&text) {
-                return Err(syn::Error::new(
-                    name.span(),
-                    format!("`{text}` is given twice; keep one"),
-                ));
-            }
-            seen.push(text.clone());
-            input.parse::<Token![=]>()?;
-            match text.as_str() {
-                "key" | "keys" => {
-                    if keys.is_some() {
-                        return Err(syn::Error::new(
-                            name.span(),
-                            "give `key` (one lock) or `keys` (all of several), not both",
-                        ));
-                    }
-                    let lits = if text == "key" {
-                        vec![input.parse::<LitStr>()?]
-                    } else {
-                        let content;
-                        let brackets = syn::bracketed!(content in input);
-                        let lits = Punctuated::<LitStr, Token![,]>::parse_terminated(&content)?;
-                        if lits.is_empty() {
-                            return Err(syn::Error::new(
-                                brackets.span.join(),
-                                "`keys` needs at least one key, e.g. keys = [\"account:<from>\", \"account:<to>\"]",
-                            ));
-                        }
-                        lits.into_iter().collect()
-                    };
-                    let templates = lits
-                        .into_iter()
-                        .map(|lit| {
-                            let pieces = template::parse(&lit.value())
-                                .map_err(|m| syn::Error::new(lit.span(), m))?;
-                            Ok((lit, pieces))
-                        })
-                        .collect::<syn::Result<_>>()?;
-                    keys = Some((name.clone(), templates));
-                }
-                "permits" => {
-                    let lit: LitInt = input.parse()?;
-                    let n: u32 = lit.base10_parse()?;
-                    if !(1..=1024).contains(&n) {
-                        return Err(syn::Error::new(
-                            lit.span(),
-                            "`permits` must be between 1 and 1024, e.g. permits = 4",
-                        ));
-                    }
-                    permits = Some((name.clone(), n));
-                }
-                "kind" => {
-                    let lit: LitStr = input.parse()?;
-                    let named = match lit.value().as_str() {
-                        "fair" => Kind::Fair,
-                        "read" => Kind::Read,
-                        "write" => Kind::Write,
-                        other => {
-                            return Err(syn::Error::new(
-                                lit.span(),
-                                format!(
-                                    "kind = \"{other}\" is not known; use \"fair\", \"read\" or \"write\" (or `permits = N` for a semaphore)"
-                                ),
-                            ));
-                        }
-                    };
-                    kind = Some((name.clone(), named));
-                }
-                "ttl" => ttl = Some(duration_arg(input, "ttl", false)?),
-                "wait" => {
-                    wait = Some(duration_arg(input, "wait", true)?);
-                    wait_name = Some(name.clone());
-                }
-                "hold_at_least" => {
-                    hold_at_least =
-                        Some((name.clone(), duration_arg(input, "hold_at_least", false)?));
-                }
-                "if_held" => {
-                    let lit: LitStr = input.parse()?;
-                    match lit.value().as_str() {
-                        "skip" => skip = Some(name.clone()),
-                        "wait" => {}
-                        other => {
-                            return Err(syn::Error::new(
-                                lit.span(),
-                                format!(
-                                    "if_held = \"{other}\" is not known; use \"wait\" (the default: wait for the lock) or \"skip\" (never wait: a held lock skips the call, which returns `Ok(Outcome::Skipped)`)"
-                                ),
-                            ));
-                        }
-                    }
-                }
-                "watchdog" => watchdog = Some(input.parse::<LitBool>()?.value),
-                "locker" => locker = Some(input.parse::<Expr>()?),
-                "on_lost" => {
-                    let lit: LitStr = input.parse()?;
-                    on_lost = Some(match lit.value().as_str() {
-                        "abort" => OnLost::Abort,
-                        "continue" => OnLost::Continue,
-                        other => {
-                            return Err(syn::Error::new(
-                                lit.span(),
-                                format!(
-                                    "on_lost = \"{other}\" is not known; use \"abort\" (drop the body, return LockError::Lost) or \"continue\" (let it finish)"
-                                ),
-                            ));
-                        }
-                    });
-                }
-                "crate" => {
-                    let lit: LitStr = input.parse()?;
-                    krate = Some(lit.parse::<Path>()?);
-                }
-                _ => {
-                    return Err(syn::Error::new(
-                        name.span(),
-                        format!("unknown argument `{text}`; expected one of: {NAMES}"),
-                    ));
-                }
-            }
-            if input.is_empty() {
-                break;
-            }
-            input.parse::<Token![,]>()?;
-        }
-        let Some((given_as, keys)) = keys else {
-            return Err(syn::Error::new(
-                Span::call_site(),
-                "#[distributed_lock] needs a key, e.g. #[distributed_lock(key = \"order:<id>\")], or keys = [\"...\", \"...\"] for several",
-            ));
-        };
-        let all = given_as == "keys";
-        if let Some((name, _)) = &permits
-            && all
-        {
-            return Err(syn::Error::new(
-                name.span(),
-                "`permits` takes one `key`, not `keys`: a semaphore is on one key",
-            ));
-        }
-        if let Some((name, _)) = &kind {
-            let clash = if permits.is_some() {
-                Some(
-                    "`kind` and `permits` name two kinds of lock; a semaphore is `permits = N` alone",
-                )
-            } else if all {
-                Some("`kind` takes one `key`; `keys` locks several keys with plain locks")
-            } else {
-                None
-            };
-            if let Some(message) = clash {
-                return Err(syn::Error::new(name.span(), message));
-            }
-        }
-        if let Some(name) = &skip {
-            let clash = if let Some(wait) = &wait_name {
-                Some((
-                    wait.span(),
-                    "`wait` and `if_held = \"skip\"` disagree: a skipped call never waits; drop `wait`",
-                ))
-            } else if all {
-                Some((
-                    name.span(),
-                    "`if_held = \"skip\"` takes one `key`, not `keys`",
-                ))
-            } else {
-                None
-            };
-            if let Some((span, message)) = clash {
-                return Err(syn::Error::new(span, message));
-            }
-        }
-        // Without renewals the lease ends at its ttl: it cannot be kept
-        // longer.
-        if let (Some((name, hold)), Some(ttl), Some(false)) = (&hold_at_least, ttl, watchdog)
-            && *hold >= ttl
-        {
-            return Err(syn::Error::new(
-                name.span(),
-                format!(
-                    "`hold_at_least` ({}) is not below `ttl` ({}) with `watchdog = false`: the lease ends at its ttl; raise `ttl` or drop `watchdog = false`",
-                    humantime::format_duration(*hold),
-                    humantime::format_duration(ttl)
-                ),
-            ));
-        }
-        if let (Some((name, _)), true) = (&hold_at_least, all) {
-            return Err(syn::Error::new(
-                name.span(),
-                "`hold_at_least` takes one `key`, not `keys`: a multi-lock gives every key back at release",
-            ));
-        }
-        let kind = match (kind, permits) {
-            (Some((_, kind)), _) => kind,
-            (None, Some((_, n))) => Kind::Permits(n),
-            (None, None) => Kind::Plain,
-        };
-        Ok(LockArgs {
-            keys,
-            all,
-            kind,
-            ttl,
-            wait,
-            watchdog,
-            locker,
-            on_lost: on_lost.unwrap_or_default(),
-            skip: skip.is_some(),
-            hold_at_least: hold_at_least.map(|(_, hold)| hold),
-            krate,
-        })
-    }
 }

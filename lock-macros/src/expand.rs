@@ -23,7 +23,7 @@ use std::time::Duration;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ItemFn, LitStr, Member, Pat, ReturnType};
+use syn::{FnArg, Ident, ItemFn, LitStr, Member, Pat, ReturnType, Signature, Type};
 
 use crate::args::{Kind, LockArgs};
 use crate::template::Piece;
@@ -168,29 +168,7 @@ fn key_format(
 /// Checks the function and builds the locked version of it.
 pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     let sig = &func.sig;
-    if let Some(constness) = &sig.constness {
-        return Err(syn::Error::new(
-            constness.span(),
-            "#[distributed_lock] cannot lock a `const fn`; make it a plain `async fn`",
-        ));
-    }
-    if sig.asyncness.is_none() {
-        return Err(syn::Error::new(
-            sig.fn_token.span(),
-            "#[distributed_lock] needs an `async fn`: taking a lock waits on the network",
-        ));
-    }
-    let ret_ty = match &sig.output {
-        ReturnType::Type(_, ty) => ty,
-        ReturnType::Default => {
-            return Err(syn::Error::new(
-                sig.paren_token.span.close(),
-                "a #[distributed_lock] function must return `Result<T, E>` with \
-                 `E: From<lock_core::LockError>`, so that lock failures have somewhere to go",
-            ));
-        }
-    };
-
+    let ret_ty = checked_return_type(sig)?;
     let bindings = Bindings::of(&func);
     let keys = args
         .keys
@@ -211,11 +189,8 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
     let (key_value, run, first_key) = if args.skip {
         (quote!(#(#keys)*), quote!(run_or_skip), quote!(#key))
     } else if args.all {
-        (
-            quote!(::std::vec![#(#keys),*]),
-            quote!(run_all),
-            quote!(#key[0]),
-        )
+        let keys = quote!(::std::vec![#(#keys),*]);
+        (keys, quote!(run_all), quote!(#key[0]))
     } else {
         (quote!(#(#keys)*), quote!(run), quote!(#key))
     };
@@ -223,44 +198,11 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
         Some(expr) => quote_spanned!(expr.span()=> #krate::__private::given(&(#expr))),
         None => quote!(#krate::__private::installed(&#first_key)),
     };
-    let ttl = duration_tokens(&krate, args.ttl);
-    let wait = duration_tokens(&krate, args.wait);
-    let hold_at_least = duration_tokens(&krate, args.hold_at_least);
-    let watchdog = match args.watchdog {
-        Some(w) => quote!(::core::option::Option::Some(#w)),
-        None => quote!(::core::option::Option::None),
-    };
-    let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
-    let kind = match args.kind {
-        Kind::Plain => quote!(Exclusive),
-        Kind::Fair => quote!(Fair),
-        Kind::Read => quote!(Read),
-        Kind::Write => quote!(Write),
-        Kind::Permits(n) => quote!(Permit { of: #n }),
-    };
+    let options = options(&args, &krate);
     // Errors about `E: From<LockError>` point at the return type.
     let lock_failed =
         quote_spanned!(ret_ty.span()=> #krate::__private::lock_failed::<#ret_ty>(#error));
-    // `if_held = "skip"`: the run says whether it ran. The body returns
-    // `Result<T, E>` and the caller gets `Result<Outcome<T>, E>`, so no value
-    // of the body reads as a skip (errors about it point at the return type).
-    let (body_ty, ran) = match args.skip {
-        true => {
-            let body_ty =
-                quote_spanned!(ret_ty.span()=> <#ret_ty as #krate::__private::SkipReturn>::Body);
-            let ran = quote_spanned!(ret_ty.span()=> #krate::__private::ran::<#ret_ty>(#output));
-            let skipped = quote_spanned!(ret_ty.span()=> #krate::__private::skipped::<#ret_ty>());
-            let arms = quote! {
-                ::core::result::Result::Ok(::core::option::Option::Some(#output)) => #ran,
-                ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
-            };
-            (body_ty, arms)
-        }
-        false => (
-            quote!(#ret_ty),
-            quote!(::core::result::Result::Ok(#output) => #output,),
-        ),
-    };
+    let (body_ty, ran) = outcome(args.skip, ret_ty, &krate, &output);
     // The body's statements go straight into the async block: the block
     // itself there would be a braced tail expression, which rustc's
     // `unused_braces` reports against the user's code for a one-expression
@@ -277,14 +219,7 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
             #(#inner_attrs)*
             let #key = #key_value;
             let #locker = #locker_expr;
-            let __lock_options = #krate::__private::Options {
-                ttl: #ttl,
-                wait: #wait,
-                watchdog: #watchdog,
-                hold_at_least: #hold_at_least,
-                on_lost: #krate::OnLost::#on_lost,
-                kind: #krate::LockKind::#kind,
-            };
+            let __lock_options = #options;
             match #krate::__private::#run(#locker, #key, __lock_options, async move {
                 // Fixes the block's output type to the function's (under
                 // `if_held = "skip"`, to `Result<T, E>`), so `?` and
@@ -303,4 +238,84 @@ pub(crate) fn expand(args: LockArgs, func: ItemFn) -> syn::Result<TokenStream> {
             }
         }
     })
+}
+
+/// The return type of a function the attribute can lock: an `async fn`,
+/// not `const`, that returns something (a `Result`, which the type system
+/// checks).
+fn checked_return_type(sig: &Signature) -> syn::Result<&Type> {
+    if let Some(constness) = &sig.constness {
+        return Err(syn::Error::new(
+            constness.span(),
+            "#[distributed_lock] cannot lock a `const fn`; make it a plain `async fn`",
+        ));
+    }
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            "#[distributed_lock] needs an `async fn`: taking a lock waits on the network",
+        ));
+    }
+    match &sig.output {
+        ReturnType::Type(_, ty) => Ok(ty),
+        ReturnType::Default => Err(syn::Error::new(
+            sig.paren_token.span.close(),
+            "a #[distributed_lock] function must return `Result<T, E>` with \
+             `E: From<lock_core::LockError>`, so that lock failures have somewhere to go",
+        )),
+    }
+}
+
+/// The `__private::Options` the attribute's arguments give.
+fn options(args: &LockArgs, krate: &TokenStream) -> TokenStream {
+    let ttl = duration_tokens(krate, args.ttl);
+    let wait = duration_tokens(krate, args.wait);
+    let hold_at_least = duration_tokens(krate, args.hold_at_least);
+    let watchdog = match args.watchdog {
+        Some(w) => quote!(::core::option::Option::Some(#w)),
+        None => quote!(::core::option::Option::None),
+    };
+    let on_lost = Ident::new(args.on_lost.variant(), Span::call_site());
+    let kind = match args.kind {
+        Kind::Plain => quote!(Exclusive),
+        Kind::Fair => quote!(Fair),
+        Kind::Read => quote!(Read),
+        Kind::Write => quote!(Write),
+        Kind::Permits(n) => quote!(Permit { of: #n }),
+    };
+    quote! {
+        #krate::__private::Options {
+            ttl: #ttl,
+            wait: #wait,
+            watchdog: #watchdog,
+            hold_at_least: #hold_at_least,
+            on_lost: #krate::OnLost::#on_lost,
+            kind: #krate::LockKind::#kind,
+        }
+    }
+}
+
+/// The body's type, and the match arms that turn the run's `Ok` into the
+/// function's return value. Under `if_held = "skip"` the run says whether
+/// it ran: the body returns `Result<T, E>` and the caller gets
+/// `Result<Outcome<T>, E>`, so no value of the body reads as a skip (errors
+/// about it point at the return type).
+fn outcome(
+    skip: bool,
+    ret_ty: &Type,
+    krate: &TokenStream,
+    output: &Ident,
+) -> (TokenStream, TokenStream) {
+    if !skip {
+        let arm = quote!(::core::result::Result::Ok(#output) => #output,);
+        return (quote!(#ret_ty), arm);
+    }
+    let body_ty = quote_spanned!(ret_ty.span()=> <#ret_ty as #krate::__private::SkipReturn>::Body);
+    let ran = quote_spanned!(ret_ty.span()=> #krate::__private::ran::<#ret_ty>(#output));
+    let skipped = quote_spanned!(ret_ty.span()=> #krate::__private::skipped::<#ret_ty>());
+    let arms = quote! {
+        ::core::result::Result::Ok(::core::option::Option::Some(#output)) => #ran,
+        ::core::result::Result::Ok(::core::option::Option::None) => #skipped,
+    };
+    (body_ty, arms)
 }
