@@ -269,21 +269,7 @@ impl Acquisition {
             let sent = Instant::now();
             let attempt = match held.take() {
                 Some(remaining) => Ok(Attempt::Held { remaining }),
-                None => {
-                    undo.sending = true;
-                    let attempt = backend.acquire(&self.keys, self.kind, undo.owner(), self.ttl);
-                    let attempt = match &outage {
-                        None => attempt.await,
-                        // In an outage, no attempt runs past the outage's bound.
-                        Some(outage) => tokio::time::timeout_at(outage.gives_up_at, attempt)
-                            .await
-                            .unwrap_or_else(|_| {
-                                Err(StoreError::timed_out(locker.config().timeout))
-                            }),
-                    };
-                    undo.sending = false;
-                    attempt
-                }
+                None => self.ask(&mut undo, outage.as_ref()).await,
             };
             if let LocalTurn::FairPlace { first_send, .. } = &mut front {
                 // Answered: the next fair request of this process may ask.
@@ -305,34 +291,14 @@ impl Acquisition {
                         continue;
                     }
                     let owner = undo.disarm();
-                    let front = match front {
-                        LocalTurn::FairPlace { place, .. } => HeldFront::Placed(place),
-                        LocalTurn::Front(front) if self.kind == LockKind::Exclusive => {
-                            HeldFront::Owned(front)
-                        }
-                        LocalTurn::Front(front) => {
-                            // Granted a share, or a write: the next task of
-                            // this process asks the store at once (a writer
-                            // to mark the key before readers pass it).
-                            drop(front);
-                            HeldFront::HandedOn
-                        }
-                    };
+                    let front = self.front_once_granted(front);
                     let guard = self.hold(NewLease {
                         owner,
                         grant,
                         front,
                         sent,
                     });
-                    // From here a dropped future drops the guard, which releases.
-                    let guard = if locker.config().replicas.is_some() {
-                        Box::pin(self.confirm_replicas(guard)).await?
-                    } else {
-                        guard
-                    };
-                    tracing::debug!(key = %self.keys.user(), %token, waited = ?started.elapsed(), "lock acquired");
-                    telemetry::acquired(started);
-                    return Ok(guard);
+                    return self.granted(guard, started).await;
                 }
                 Ok(attempt @ (Attempt::Held { remaining } | Attempt::Queued { remaining })) => {
                     // Held: no attempt of ours took it. Queued: our queue entry
@@ -367,6 +333,52 @@ impl Acquisition {
                 }
             }
         }
+    }
+
+    /// One acquire sent to the store with `undo`'s owner value; in an
+    /// outage, bounded by the outage's end.
+    async fn ask(
+        &self,
+        undo: &mut UndoOnDrop<'_>,
+        outage: Option<&Outage>,
+    ) -> Result<Attempt, StoreError> {
+        undo.sending = true;
+        let backend = self.locker.backend();
+        let attempt = backend.acquire(&self.keys, self.kind, undo.owner(), self.ttl);
+        let attempt = match outage {
+            None => attempt.await,
+            Some(outage) => tokio::time::timeout_at(outage.gives_up_at, attempt)
+                .await
+                .unwrap_or_else(|_| Err(StoreError::timed_out(self.locker.config().timeout))),
+        };
+        undo.sending = false;
+        attempt
+    }
+
+    /// What the lease keeps of this request's local turn: a plain lock its
+    /// front; every other kind hands the front on, so that the next task of
+    /// this process asks the store at once (a writer, to mark the key before
+    /// readers pass it).
+    fn front_once_granted(&self, turn: LocalTurn) -> HeldFront {
+        match turn {
+            LocalTurn::FairPlace { place, .. } => HeldFront::Placed(place),
+            LocalTurn::Front(front) if self.kind == LockKind::Exclusive => HeldFront::Owned(front),
+            LocalTurn::Front(_) => HeldFront::HandedOn,
+        }
+    }
+
+    /// The guard of a lease granted, once as many replicas as asked have it;
+    /// from here a dropped future drops the guard, which releases.
+    async fn granted(&self, guard: LockGuard, started: Instant) -> Result<LockGuard, LockError> {
+        let guard = if self.locker.config().replicas.is_some() {
+            Box::pin(self.confirm_replicas(guard)).await?
+        } else {
+            guard
+        };
+        let token = guard.token();
+        tracing::debug!(key = %self.keys.user(), %token, waited = ?started.elapsed(), "lock acquired");
+        telemetry::acquired(started);
+        Ok(guard)
     }
 
     /// The guard of a lease just granted, its watchdog scheduled: its

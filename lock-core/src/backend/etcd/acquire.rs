@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::held_checks::delete_entry;
 use super::leases::Lease;
 use super::queue::{Ask, Names, take_place, take_segment};
-use super::tombstones::{self, retired};
+use super::tombstones::{self, Tombstone, retired};
 use super::{EtcdBackend, Placed, TryFailed, reaping};
 use crate::backend::queued::Entry;
 use crate::backend::stored_keys::StoredKeys;
@@ -65,25 +65,11 @@ impl EtcdBackend {
         started: Instant,
     ) -> Result<Attempt, TryFailed> {
         let shared = &self.shared;
-        let (client, timeout) = (&shared.client, shared.timeout);
         if shared.held.is_reaping(&names.entry) {
             return Err(TryFailed::Store(reaping()));
         }
-        // A waiter asks again for its entry; any other ask puts one.
-        let found = shared.held.get(&names.entry);
-        let again = found
-            .as_ref()
-            .map(|entry| entry.revision)
-            .filter(|&r| r != 0);
-        if again.is_none() {
-            if let Some(pending) = found {
-                // An earlier put of this owner went unanswered: retired, so
-                // that it cannot land after this acquisition ends.
-                tombstones::retire(client, timeout, &shared.held, &names.entry, &pending).await?;
-            }
-            self.pend(names, lease, started)?;
-        }
-        let tombstone = tombstones::Tombstone::of(&shared.held, &names.entry);
+        let again = self.asked_again(names, lease, started).await?;
+        let tombstone = Tombstone::of(&shared.held, &names.entry);
         // Refused for good, nothing was put and the acquisition ends: no
         // put of this ask is left to retire.
         let refused = |err: &StoreError| {
@@ -94,59 +80,129 @@ impl EtcdBackend {
         // The keep-alive goes with the put: the entry then lives a full
         // ttl from `started`, whenever the lease was last renewed.
         let alive = lease.confirm_since(started);
-        let (place, alive) = match kind {
+        let (placed, alive) = match kind {
             LockKind::Segment { of } => {
-                let take = take_segment(client, timeout, names, of, owner, lease.id, &tombstone);
-                let (segment, alive) = tokio::join!(take, alive);
-                let segment = segment.inspect_err(refused).map_err(TryFailed::from)?;
-                if segment.is_none() && again.is_none() {
-                    // All held, every put answered: none to retire.
-                    shared.held.take(&names.entry);
-                }
-                let placed = segment.map(|segment| {
-                    let index = segment.index;
-                    (Placed::from(segment), Some(index))
-                });
-                (placed, alive)
+                let take = self.place_in_segment(names, of, owner, lease, &tombstone, again);
+                let (placed, alive) = tokio::join!(take, alive);
+                (placed.inspect_err(refused)?, alive)
             }
             _ => {
-                let take = async {
-                    let ask = match again {
-                        Some(revision) => Ask::Again { revision },
-                        None => Ask::First(&tombstone),
-                    };
-                    match take_place(client, timeout, names, kind, lease.id, ask).await? {
-                        Some(place) => Ok(place),
-                        // The queue entry is gone (its lease ran out, or an
-                        // operator deleted it): put anew.
-                        None if again.is_some() => {
-                            shared.held.take(&names.entry);
-                            self.pend(names, lease, started)?;
-                            let first = Ask::First(&tombstone);
-                            let place = take_place(client, timeout, names, kind, lease.id, first);
-                            place.await?.ok_or_else(retired)
-                        }
-                        None => Err(retired()),
-                    }
-                };
-                let (place, alive) = tokio::join!(take, alive);
-                let place = place.inspect_err(refused).map_err(TryFailed::from)?;
-                let placed = Placed {
-                    stored: names.entry.clone(),
-                    revision: place.revision,
-                    token: place.token,
-                    lease: place.lease,
-                    holds: place.holds,
-                };
-                (Some((placed, None)), alive)
+                let take = self.place_in_queue(names, kind, lease, started, &tombstone, again);
+                let (placed, alive) = tokio::join!(take, alive);
+                (Some((placed.inspect_err(refused)?, None)), alive)
             }
         };
-        let Some((placed, segment)) = place else {
+        let Some((placed, segment)) = placed else {
             return match alive {
                 Ok(false) => Err(TryFailed::LeaseGone),
                 _ => Ok(Attempt::Held { remaining: None }),
             };
         };
+        self.answer(names, lease, placed, segment, alive).await
+    }
+
+    /// The revision of the entry a waiter asks for again, or `None` for a
+    /// first ask, whose entry is recorded as pending here (and an earlier
+    /// put of the same owner that went unanswered retired).
+    async fn asked_again(
+        &self,
+        names: &Names,
+        lease: &Arc<Lease>,
+        started: Instant,
+    ) -> Result<Option<i64>, StoreError> {
+        let shared = &self.shared;
+        let found = shared.held.get(&names.entry);
+        let again = found
+            .as_ref()
+            .map(|entry| entry.revision)
+            .filter(|&r| r != 0);
+        if again.is_none() {
+            if let Some(pending) = found {
+                // An earlier put of this owner went unanswered: retired, so
+                // that it cannot land after this acquisition ends.
+                let (client, timeout) = (&shared.client, shared.timeout);
+                tombstones::retire(client, timeout, &shared.held, &names.entry, &pending).await?;
+            }
+            self.pend(names, lease, started)?;
+        }
+        Ok(again)
+    }
+
+    /// A free segment of the `of` for `owner` (and its index), or `None`
+    /// when all are held.
+    async fn place_in_segment(
+        &self,
+        names: &Names,
+        of: u32,
+        owner: &str,
+        lease: &Lease,
+        tombstone: &Tombstone,
+        again: Option<i64>,
+    ) -> Result<Option<(Placed, Option<u32>)>, StoreError> {
+        let shared = &self.shared;
+        let (client, timeout) = (&shared.client, shared.timeout);
+        let segment = take_segment(client, timeout, names, of, owner, lease.id, tombstone).await?;
+        if segment.is_none() && again.is_none() {
+            // All held, every put answered: none to retire.
+            shared.held.take(&names.entry);
+        }
+        Ok(segment.map(|segment| {
+            let index = segment.index;
+            (Placed::from(segment), Some(index))
+        }))
+    }
+
+    /// The entry's place in the key's queue: put, or asked for again (and
+    /// put anew if it is gone).
+    async fn place_in_queue(
+        &self,
+        names: &Names,
+        kind: LockKind,
+        lease: &Arc<Lease>,
+        started: Instant,
+        tombstone: &Tombstone,
+        again: Option<i64>,
+    ) -> Result<Placed, StoreError> {
+        let shared = &self.shared;
+        let (client, timeout) = (&shared.client, shared.timeout);
+        let ask = match again {
+            Some(revision) => Ask::Again { revision },
+            None => Ask::First(tombstone),
+        };
+        let place = match take_place(client, timeout, names, kind, lease.id, ask).await? {
+            Some(place) => place,
+            // The queue entry is gone (its lease ran out, or an operator
+            // deleted it): put anew.
+            None if again.is_some() => {
+                shared.held.take(&names.entry);
+                self.pend(names, lease, started)?;
+                let first = Ask::First(tombstone);
+                let place = take_place(client, timeout, names, kind, lease.id, first);
+                place.await?.ok_or_else(retired)?
+            }
+            None => return Err(retired()),
+        };
+        Ok(Placed {
+            stored: names.entry.clone(),
+            revision: place.revision,
+            token: place.token,
+            lease: place.lease,
+            holds: place.holds,
+        })
+    }
+
+    /// Records the entry `placed` and answers: a grant (of `segment`),
+    /// queued, or an error when it was put under another lease or `alive`
+    /// says the lease is gone.
+    async fn answer(
+        &self,
+        names: &Names,
+        lease: &Arc<Lease>,
+        placed: Placed,
+        segment: Option<u32>,
+        alive: Result<bool, StoreError>,
+    ) -> Result<Attempt, TryFailed> {
+        let shared = &self.shared;
         let ttl = lease.ttl;
         let entry = Entry {
             stored: placed.stored.clone(),
@@ -163,6 +219,7 @@ impl EtcdBackend {
             // Put under a lease this backend no longer keeps (by a send
             // whose answer was lost): not one to hold on.
             shared.held.take(&names.entry);
+            let (client, timeout) = (&shared.client, shared.timeout);
             let _ = delete_entry(client, timeout, &placed.stored, placed.revision).await;
             let err = StoreError::in_doubt("the entry was under an abandoned lease");
             return Err(TryFailed::Store(err));

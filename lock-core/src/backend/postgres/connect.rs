@@ -78,50 +78,11 @@ impl PostgresBackend {
         roots: Option<&[u8]>,
     ) -> Result<Self, StoreError> {
         let settings = Settings::of(url, timeout)?;
-        let config = settings.config;
         let schema = Schema::of(namespace)?;
-        let transport = Transport::of(&config, roots)?;
-        let recycling = ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        };
-        let manager = match transport.clone() {
-            Transport::Plain => Manager::from_config(config.clone(), NoTls, recycling),
-            #[cfg(feature = "tls")]
-            Transport::Tls(tls) => Manager::from_config(config.clone(), tls, recycling),
-        };
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(timeout))
-            .create_timeout(Some(timeout))
-            .build()
-            .map_err(StoreError::not_applied)?;
+        let transport = Transport::of(&settings.config, roots)?;
+        let pool = pool(&settings.config, transport.clone(), timeout)?;
         let client = checkout(&pool, timeout).await?;
-        // Unprepared (`query_typed`): behind a transaction pooler a named
-        // statement may be gone by the next transaction.
-        let exists = bounded(
-            timeout,
-            false,
-            client.query_typed(&schema.exists_query(), &[]),
-        )
-        .await?;
-        let exists = exists.first().map(|row| column(row, 0)).transpose()?;
-        // The format, and whether the functions are this client's.
-        let stored: Option<(i32, bool)> = if exists == Some(true) {
-            let rows = bounded(
-                timeout,
-                false,
-                client.query_typed(&schema.format_query(), &[]),
-            )
-            .await?;
-            let row = rows.first();
-            let version = row.map(|row| column(row, 0)).transpose()?;
-            let newest = row.map(|row| column(row, 1)).transpose()?;
-            Some((version.unwrap_or(0), newest.unwrap_or(false)))
-        } else {
-            None
-        };
-        match stored {
+        match stored_format(&client, &schema, timeout).await? {
             Some((version, true)) if version == FORMAT as i32 => {}
             // The same tables with older functions: the DDL replaces them
             // (an older client calls the new ones alike).
@@ -136,20 +97,7 @@ impl PostgresBackend {
                     );
                 }
             }
-            Some((version, _)) => {
-                let stored = u32::try_from(version).unwrap_or(0);
-                return Err(StoreError::refused(
-                    Refusal::UnknownFormat {
-                        stored,
-                        ours: FORMAT,
-                    },
-                    format!(
-                        "the schema `{}` holds lock tables of format {stored}; this client \
-                         reads format {FORMAT}",
-                        schema.name
-                    ),
-                ));
-            }
+            Some((version, _)) => return Err(other_format(&schema, version)),
             None if settings.create_schema => create(&client, &schema, timeout).await?,
             None => {
                 return Err(StoreError::refused(
@@ -164,26 +112,16 @@ impl PostgresBackend {
             }
         }
         drop(client);
-        let host = config
-            .get_hosts()
-            .first()
-            .map(|host| match host {
-                tokio_postgres::config::Host::Tcp(name) => name.clone(),
-                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-            })
-            .unwrap_or_default();
-        let description = format!(
-            "postgres {host}/{} (schema {})",
-            config.get_dbname().unwrap_or(""),
-            schema.name
-        );
-        let wakeups = match (settings.listen, settings.pooled) {
+        let description = description(&settings.config, &schema);
+        let wakeups = match (&settings.listen, settings.pooled) {
             (Some(direct), _) => {
-                let transport = Transport::of(&direct, roots)?;
-                Wakeups::Notified(Listener::start(direct, transport, &schema, timeout))
+                let transport = Transport::of(direct, roots)?;
+                let listener = Listener::start(direct.clone(), transport, &schema, timeout);
+                Wakeups::Notified(listener)
             }
             (None, false) => {
-                Wakeups::Notified(Listener::start(config, transport, &schema, timeout))
+                let listener = Listener::start(settings.config, transport, &schema, timeout);
+                Wakeups::Notified(listener)
             }
             (None, true) => Wakeups::Polled(Poll::start()),
         };
@@ -325,4 +263,76 @@ fn flag(name: &str, value: &str) -> Result<bool, StoreError> {
 struct InvalidUrl {
     what: &'static str,
     source: tokio_postgres::Error,
+}
+
+/// The pool of the lock's own connections to the server `config` names.
+fn pool(config: &Config, transport: Transport, timeout: Duration) -> Result<Pool, StoreError> {
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match transport {
+        Transport::Plain => Manager::from_config(config.clone(), NoTls, recycling),
+        #[cfg(feature = "tls")]
+        Transport::Tls(tls) => Manager::from_config(config.clone(), tls, recycling),
+    };
+    Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .build()
+        .map_err(StoreError::not_applied)
+}
+
+/// The format version of the namespace's tables and whether they have this
+/// client's newest function, or `None` where there are no tables.
+async fn stored_format(
+    client: &deadpool_postgres::Object,
+    schema: &Schema,
+    timeout: Duration,
+) -> Result<Option<(i32, bool)>, StoreError> {
+    // Unprepared (`query_typed`): behind a transaction pooler a named
+    // statement may be gone by the next transaction.
+    let query = schema.exists_query();
+    let exists = bounded(timeout, false, client.query_typed(&query, &[])).await?;
+    let exists = exists.first().map(|row| column(row, 0)).transpose()?;
+    if exists != Some(true) {
+        return Ok(None);
+    }
+    let query = schema.format_query();
+    let rows = bounded(timeout, false, client.query_typed(&query, &[])).await?;
+    let row = rows.first();
+    let version = row.map(|row| column(row, 0)).transpose()?;
+    let newest = row.map(|row| column(row, 1)).transpose()?;
+    Ok(Some((version.unwrap_or(0), newest.unwrap_or(false))))
+}
+
+/// The refusal of tables of another format `version`.
+fn other_format(schema: &Schema, version: i32) -> StoreError {
+    let stored = u32::try_from(version).unwrap_or(0);
+    StoreError::refused(
+        Refusal::UnknownFormat {
+            stored,
+            ours: FORMAT,
+        },
+        format!(
+            "the schema `{}` holds lock tables of format {stored}; this client reads format \
+             {FORMAT}",
+            schema.name
+        ),
+    )
+}
+
+/// `postgres <host>/<database> (schema <namespace>)`, for logs.
+fn description(config: &Config, schema: &Schema) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|host| match host {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_default();
+    let database = config.get_dbname().unwrap_or("");
+    format!("postgres {host}/{database} (schema {})", schema.name)
 }

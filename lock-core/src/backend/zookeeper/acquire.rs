@@ -81,69 +81,7 @@ impl ZooKeeperBackend {
         if let LockKind::Segment { of } = kind {
             return self.acquire_segment(&names, of, owner, ttl).await;
         }
-        // A queue entry asked for again keeps its node, while its session lives.
-        let kept = shared
-            .held
-            .get(&names.entry)
-            .filter(|e| e.lease.may_serve());
-        // Made together with its parent: decided without a read.
-        let mut first = false;
-        let entry = match kept {
-            Some(entry) if entry.revision != 0 => {
-                // Its ttl counts from this request on: the reaper must not
-                // take a node about to be granted.
-                match shared.held.extend(&names.entry) {
-                    Some(entry) => entry,
-                    None => return Err(reaping()),
-                }
-            }
-            kept => {
-                // A create sent before without an answer may have landed.
-                let earlier = kept.is_some();
-                let session = match kept {
-                    Some(entry) => entry.lease,
-                    None => shared.sessions.for_ttl(ttl).await?,
-                };
-                // Recorded before the create is sent: a create that lands
-                // after its acquire gave up is still deleted, at its ttl
-                // at the latest.
-                let pending = Entry {
-                    stored: names.path(&names.prefix),
-                    revision: 0,
-                    expires: Instant::now() + session.ttl,
-                    lease: Arc::clone(&session),
-                };
-                if !shared.held.put(names.entry.clone(), pending) {
-                    return Err(reaping());
-                }
-                let client = &session.client;
-                // Never a second node for one acquisition: one queued behind
-                // its own first would wait for itself.
-                let made = match earlier {
-                    true => found(client, timeout, &names, &names.prefix).await?,
-                    false => None,
-                };
-                let made = match made {
-                    Some((path, czxid)) => Created {
-                        path,
-                        czxid,
-                        with_parent: false,
-                    },
-                    None => create(client, timeout, &names, &names.prefix, &shared.parents).await?,
-                };
-                first = made.with_parent;
-                let entry = Entry {
-                    stored: made.path,
-                    revision: made.czxid,
-                    expires: Instant::now() + session.ttl,
-                    lease: session,
-                };
-                if !shared.held.put(names.entry.clone(), entry.clone()) {
-                    return Err(reaping().unknown(true));
-                }
-                entry
-            }
-        };
+        let (entry, first) = self.queue_entry(&names, ttl).await?;
         let session = &entry.lease;
         let mine = entry.stored.rsplit('/').next().unwrap_or_default();
         let decided = if first {
@@ -176,6 +114,83 @@ impl ZooKeeperBackend {
                 remaining: Some(session.ttl / 3),
             }),
         }
+    }
+
+    /// The node that stands for this request in the key's queue: the one
+    /// it asked for before while its session lives, else a new one; and
+    /// whether it was made with its parent (then nothing is ahead of it).
+    async fn queue_entry(
+        &self,
+        names: &Names,
+        ttl: Duration,
+    ) -> Result<(Entry<Session>, bool), StoreError> {
+        let shared = &self.shared;
+        let kept = shared
+            .held
+            .get(&names.entry)
+            .filter(|e| e.lease.may_serve());
+        match kept {
+            Some(entry) if entry.revision != 0 => {
+                // Its ttl counts from this request on: the reaper must not
+                // take a node about to be granted.
+                let entry = shared.held.extend(&names.entry).ok_or_else(reaping)?;
+                Ok((entry, false))
+            }
+            kept => self.put_node(names, kept, ttl).await,
+        }
+    }
+
+    /// Makes the request's node, or finds the one a create sent before
+    /// without an answer made (`unanswered`): never a second node for one
+    /// acquisition, as one queued behind its own first would wait for
+    /// itself. The entry is recorded before the create is sent: a create
+    /// that lands after its acquire gave up is still deleted, at its ttl at
+    /// the latest.
+    async fn put_node(
+        &self,
+        names: &Names,
+        unanswered: Option<Entry<Session>>,
+        ttl: Duration,
+    ) -> Result<(Entry<Session>, bool), StoreError> {
+        let shared = &self.shared;
+        let timeout = shared.timeout;
+        let earlier = unanswered.is_some();
+        let session = match unanswered {
+            Some(entry) => entry.lease,
+            None => shared.sessions.for_ttl(ttl).await?,
+        };
+        let pending = Entry {
+            stored: names.path(&names.prefix),
+            revision: 0,
+            expires: Instant::now() + session.ttl,
+            lease: Arc::clone(&session),
+        };
+        if !shared.held.put(names.entry.clone(), pending) {
+            return Err(reaping());
+        }
+        let client = &session.client;
+        let made = match earlier {
+            true => found(client, timeout, names, &names.prefix).await?,
+            false => None,
+        };
+        let made = match made {
+            Some((path, czxid)) => Created {
+                path,
+                czxid,
+                with_parent: false,
+            },
+            None => create(client, timeout, names, &names.prefix, &shared.parents).await?,
+        };
+        let entry = Entry {
+            stored: made.path,
+            revision: made.czxid,
+            expires: Instant::now() + session.ttl,
+            lease: session,
+        };
+        if !shared.held.put(names.entry.clone(), entry.clone()) {
+            return Err(reaping().unknown(true));
+        }
+        Ok((entry, made.with_parent))
     }
 
     /// Takes a free segment of `of`: one whose queue is empty, by putting
