@@ -14,6 +14,20 @@ use crate::token::FencingToken;
 
 /// The rejection when a handler asks for a `FencingToken` on a request that
 /// holds no lock: a server misconfiguration, answered with 500.
+///
+/// ```
+/// use axum_core::extract::FromRequestParts;
+/// use axum_core::response::IntoResponse;
+/// use lock_core::FencingToken;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// // A request no LockLayer locked.
+/// let (mut parts, ()) = http::Request::new(()).into_parts();
+/// let refused = FencingToken::from_request_parts(&mut parts, &()).await.unwrap_err();
+/// assert_eq!(refused.into_response().status(), 500);
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct NoLockOnRequest;
 

@@ -17,6 +17,19 @@ use http::header::HeaderName;
 pub const MAX_VALUE_LEN: usize = 256;
 
 /// What a [`KeyExtractor`] found in a request.
+///
+/// ```
+/// use http::Request;
+/// use lock_tower::{Key, KeyExtractor, KeyFrom};
+///
+/// let by_query = KeyFrom::query("account").prefix("account:");
+/// let locked = Request::get("/balance?account=7").body(()).unwrap();
+/// assert_eq!(by_query.extract(&locked), Key::Lock("account:7".into()));
+/// let unnamed = Request::get("/balance").body(()).unwrap();
+/// assert_eq!(by_query.extract(&unnamed), Key::Pass);
+/// let empty = Request::get("/balance?account=").body(()).unwrap();
+/// assert!(matches!(by_query.extract(&empty), Key::Invalid(_)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Key {
     /// No lock: pass the request through.
@@ -43,8 +56,42 @@ impl Key {
 /// Implemented by [`KeyFrom`] and by any
 /// `Fn(&Request<B>) -> Option<String> + Clone + Send + Sync + 'static`
 /// (`None` passes the request through).
+///
+/// ```
+/// use http::Request;
+/// use lock_tower::{Key, KeyExtractor};
+///
+/// /// The tenant's lock: one request per tenant at a time.
+/// #[derive(Clone)]
+/// struct ByTenant;
+///
+/// impl<B> KeyExtractor<B> for ByTenant {
+///     fn extract(&self, request: &Request<B>) -> Key {
+///         match request.headers().get("x-tenant").map(|v| v.to_str()) {
+///             None => Key::Pass,
+///             Some(Ok(tenant)) => Key::Lock(format!("tenant:{tenant}")),
+///             Some(Err(_)) => Key::Invalid("header `x-tenant` is not visible ASCII".into()),
+///         }
+///     }
+/// }
+///
+/// let request = Request::post("/import").header("x-tenant", "acme").body(()).unwrap();
+/// assert_eq!(ByTenant.extract(&request), Key::Lock("tenant:acme".into()));
+/// // A closure is an extractor too.
+/// let by_method = |request: &Request<()>| Some(format!("method:{}", request.method()));
+/// assert_eq!(by_method.extract(&request), Key::Lock("method:POST".into()));
+/// ```
 pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
     /// What to do with `request`.
+    ///
+    /// ```
+    /// use http::Request;
+    /// use lock_tower::{Key, KeyExtractor, KeyFrom};
+    ///
+    /// let request = Request::post("/orders/42/pay").body(()).unwrap();
+    /// let key = KeyFrom::path("/orders/{id}/pay", "order:<id>").extract(&request);
+    /// assert_eq!(key, Key::Lock("order:42".into()));
+    /// ```
     fn extract(&self, request: &Request<B>) -> Key;
 }
 
@@ -97,6 +144,13 @@ impl fmt::Debug for KeyFrom {
 }
 
 /// A path or key template that does not parse.
+///
+/// ```
+/// use lock_tower::KeyFrom;
+///
+/// let err = KeyFrom::try_path("/orders/{id}/pay", "order:<number>").unwrap_err();
+/// assert!(err.to_string().contains("number"), "{err}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateError(String);
 
@@ -120,6 +174,18 @@ impl KeyFrom {
     /// # Panics
     /// When a template is malformed (a startup-time programming error); use
     /// [`KeyFrom::try_path`] to handle it instead.
+    ///
+    /// ```
+    /// use http::Request;
+    /// use lock_tower::{Key, KeyExtractor, KeyFrom};
+    ///
+    /// let transfer = KeyFrom::path("/accounts/{from}/transfer/{to}", "move:<from>:<to>");
+    /// let request = Request::post("/accounts/a:1/transfer/b").body(()).unwrap();
+    /// // A `:` in a value is escaped, so values never run into each other.
+    /// assert_eq!(transfer.extract(&request), Key::Lock("move:a%3A1:b".into()));
+    /// let other = Request::get("/accounts/a1").body(()).unwrap();
+    /// assert_eq!(transfer.extract(&other), Key::Pass);
+    /// ```
     pub fn path(path: &str, key: &str) -> Self {
         match Self::try_path(path, key) {
             Ok(extractor) => extractor,
@@ -128,6 +194,16 @@ impl KeyFrom {
     }
 
     /// [`KeyFrom::path`] that reports a malformed template as an error.
+    ///
+    /// ```
+    /// use lock_tower::KeyFrom;
+    ///
+    /// // Templates read from configuration at startup.
+    /// let (path, key) = ("/orders/{id}/pay", "order:<id>");
+    /// let extractor = KeyFrom::try_path(path, key)?;
+    /// # let _ = extractor;
+    /// # Ok::<(), lock_tower::extract::TemplateError>(())
+    /// ```
     pub fn try_path(path: &str, key: &str) -> Result<Self, TemplateError> {
         Ok(KeyFrom {
             source: Arc::new(Source::Path(PathTemplate::parse(path, key)?)),
@@ -140,6 +216,15 @@ impl KeyFrom {
     ///
     /// # Panics
     /// When `name` is not a valid header name.
+    ///
+    /// ```
+    /// use http::Request;
+    /// use lock_tower::{Key, KeyExtractor, KeyFrom};
+    ///
+    /// let by_header = KeyFrom::header("x-order-id").prefix("order:");
+    /// let request = Request::post("/pay").header("x-order-id", " 42 ").body(()).unwrap();
+    /// assert_eq!(by_header.extract(&request), Key::Lock("order:42".into()));
+    /// ```
     pub fn header(name: &str) -> Self {
         let name = HeaderName::from_bytes(name.as_bytes())
             .unwrap_or_else(|_| panic!("KeyFrom::header({name:?}): not a valid header name"));
@@ -151,6 +236,15 @@ impl KeyFrom {
 
     /// The value of query parameter `name`; requests without it pass
     /// through unlocked.
+    ///
+    /// ```
+    /// use http::Request;
+    /// use lock_tower::{Key, KeyExtractor, KeyFrom};
+    ///
+    /// let by_query = KeyFrom::query("sku");
+    /// let request = Request::post("/reserve?sku=red%20shoe").body(()).unwrap();
+    /// assert_eq!(by_query.extract(&request), Key::Lock("red shoe".into()));
+    /// ```
     pub fn query(name: &str) -> Self {
         KeyFrom {
             source: Arc::new(Source::Query(name.to_owned())),
@@ -159,6 +253,15 @@ impl KeyFrom {
     }
 
     /// Prepends `prefix` to every key (`"order:"`).
+    ///
+    /// ```
+    /// use http::Request;
+    /// use lock_tower::{Key, KeyExtractor, KeyFrom};
+    ///
+    /// let by_query = KeyFrom::query("id").prefix("invoice:");
+    /// let request = Request::post("/send?id=9").body(()).unwrap();
+    /// assert_eq!(by_query.extract(&request), Key::Lock("invoice:9".into()));
+    /// ```
     pub fn prefix(mut self, prefix: &str) -> Self {
         self.prefix = Arc::from(prefix);
         self

@@ -10,6 +10,21 @@ use lock_core::{FencingToken, LockError};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 /// Why a request was not (or no longer) served under its lock.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lock_tower::Rejection;
+///
+/// let contended = Rejection::Contended {
+///     key: "order:42".into(),
+///     retry_after: Duration::from_millis(1_500),
+/// };
+/// assert_eq!(contended.http_status(), 423);
+/// assert_eq!(contended.grpc_code(), 10); // ABORTED
+/// assert_eq!(contended.retry_after_secs(), Some(2));
+/// assert!(contended.message().contains("order:42"));
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -60,6 +75,13 @@ mod grpc_code {
 
 impl Rejection {
     /// The HTTP status of the default answer.
+    ///
+    /// ```
+    /// use lock_tower::Rejection;
+    ///
+    /// let skipped = Rejection::Skipped { key: "report:daily".into() };
+    /// assert_eq!(skipped.http_status(), http::StatusCode::CONFLICT);
+    /// ```
     pub fn http_status(&self) -> StatusCode {
         match self {
             Rejection::Contended { .. } => StatusCode::LOCKED,
@@ -72,6 +94,13 @@ impl Rejection {
     }
 
     /// The gRPC status code of the default answer.
+    ///
+    /// ```
+    /// use lock_tower::Rejection;
+    ///
+    /// let invalid = Rejection::InvalidKey { reason: "header `x-order-id` is empty".into() };
+    /// assert_eq!(invalid.grpc_code(), 3); // INVALID_ARGUMENT
+    /// ```
     pub fn grpc_code(&self) -> u8 {
         match self {
             Rejection::Contended { .. } => grpc_code::ABORTED,
@@ -82,6 +111,16 @@ impl Rejection {
     }
 
     /// `Retry-After` in whole seconds (at least 1), where it applies.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lock_tower::Rejection;
+    ///
+    /// let soon = Rejection::Contended { key: "k".into(), retry_after: Duration::from_millis(10) };
+    /// assert_eq!(soon.retry_after_secs(), Some(1));
+    /// assert_eq!(Rejection::Skipped { key: "k".into() }.retry_after_secs(), None);
+    /// ```
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Rejection::Contended { retry_after, .. } => {
@@ -94,6 +133,14 @@ impl Rejection {
     }
 
     /// A one-line explanation for people and logs.
+    ///
+    /// ```
+    /// use lock_core::FencingToken;
+    /// use lock_tower::Rejection;
+    ///
+    /// let lost = Rejection::Lost { key: "order:42".into(), token: FencingToken::new(7) };
+    /// assert!(lost.message().contains("token 7"), "{}", lost.message());
+    /// ```
     pub fn message(&self) -> String {
         match self {
             Rejection::Contended { key, retry_after } => format!(
@@ -138,6 +185,16 @@ impl Rejection {
 }
 
 /// The protocol a request speaks, so that it is answered in its terms.
+///
+/// ```
+/// use lock_tower::Protocol;
+///
+/// let grpc = http::Request::post("/orders.Orders/Pay")
+///     .header("content-type", "application/grpc+proto")
+///     .body(())
+///     .unwrap();
+/// assert_eq!(Protocol::of(&grpc), Protocol::Grpc);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Protocol {
@@ -150,6 +207,13 @@ pub enum Protocol {
 
 impl Protocol {
     /// The protocol of `request`, from its `content-type`.
+    ///
+    /// ```
+    /// use lock_tower::Protocol;
+    ///
+    /// let plain = http::Request::get("/orders/42").body(()).unwrap();
+    /// assert_eq!(Protocol::of(&plain), Protocol::Http);
+    /// ```
     pub fn of<B>(request: &http::Request<B>) -> Self {
         let content_type = request.headers().get(CONTENT_TYPE);
         let grpc = content_type
@@ -164,8 +228,41 @@ impl Protocol {
 ///
 /// Any `Fn(Rejection, Protocol) -> Response<Bytes> + Clone + Send + Sync +
 /// 'static` is a `Reject`.
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::{Response, StatusCode};
+/// use lock_tower::{DefaultRejection, Protocol, Reject, Rejection};
+///
+/// /// Contention as `429 Too Many Requests`; the rest as by default.
+/// #[derive(Clone)]
+/// struct TooMany;
+///
+/// impl Reject for TooMany {
+///     fn reject(&self, rejection: Rejection, protocol: Protocol) -> Response<Bytes> {
+///         match (&rejection, protocol) {
+///             (Rejection::Contended { .. }, Protocol::Http) => {
+///                 let mut response = Response::new(Bytes::from(rejection.message()));
+///                 *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+///                 response
+///             }
+///             _ => DefaultRejection.reject(rejection, protocol),
+///         }
+///     }
+/// }
+///
+/// let contended = Rejection::Contended { key: "k".into(), retry_after: Default::default() };
+/// assert_eq!(TooMany.reject(contended, Protocol::Http).status(), 429);
+/// ```
 pub trait Reject: Clone + Send + Sync + 'static {
     /// The answer to send.
+    ///
+    /// ```
+    /// use lock_tower::{DefaultRejection, Protocol, Reject, Rejection};
+    ///
+    /// let invalid = Rejection::InvalidKey { reason: "query parameter `id` is empty".into() };
+    /// assert_eq!(DefaultRejection.reject(invalid, Protocol::Http).status(), 400);
+    /// ```
     fn reject(&self, rejection: Rejection, protocol: Protocol) -> Response<Bytes>;
 }
 
@@ -182,6 +279,23 @@ where
 /// `409 Conflict` for a skip, `503` for an unreachable store or a lost
 /// lease, `400` for a bad key; for gRPC a trailers-only response with
 /// `ABORTED`, `ALREADY_EXISTS`, `UNAVAILABLE` or `INVALID_ARGUMENT`.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lock_tower::{DefaultRejection, Protocol, Reject, Rejection};
+///
+/// let contended = || Rejection::Contended {
+///     key: "order:42".into(),
+///     retry_after: Duration::from_secs(3),
+/// };
+/// let http = DefaultRejection.reject(contended(), Protocol::Http);
+/// assert_eq!(http.status(), 423);
+/// assert_eq!(http.headers()["retry-after"], "3");
+/// let grpc = DefaultRejection.reject(contended(), Protocol::Grpc);
+/// assert_eq!(grpc.status(), 200);
+/// assert_eq!(grpc.headers()["grpc-status"], "10");
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRejection;
 
@@ -209,6 +323,14 @@ impl Reject for DefaultRejection {
 }
 
 /// A trailers-only gRPC response: HTTP 200, the status in the headers.
+///
+/// ```
+/// use lock_tower::rejection::grpc_rejection;
+///
+/// let response = grpc_rejection(14, "the lock store is unreachable");
+/// assert_eq!(response.headers()["grpc-status"], "14");
+/// assert_eq!(response.headers()["grpc-message"], "the%20lock%20store%20is%20unreachable");
+/// ```
 pub fn grpc_rejection(code: u8, message: &str) -> Response<Bytes> {
     let mut response = Response::new(Bytes::new());
     let headers = response.headers_mut();

@@ -56,6 +56,13 @@ pub struct FenceCheckLayer<K> {
 
 impl<K> FenceCheckLayer<K> {
     /// Checks the resources `extractor` names.
+    ///
+    /// ```
+    /// use lock_tower::{FenceCheckLayer, KeyFrom};
+    ///
+    /// let layer = FenceCheckLayer::new(KeyFrom::header("x-resource"));
+    /// assert!(layer.newest_tokens().is_empty());
+    /// ```
     pub fn new(extractor: K) -> Self {
         FenceCheckLayer {
             extractor,
@@ -98,17 +105,46 @@ impl<K> FenceCheckLayer<K> {
     /// Remembers the newest tokens of at most `max` resources (default
     /// [`DEFAULT_MAX_RESOURCES`]); see [`NewestTokens`] for what a full
     /// table forgets and why that stays safe.
+    ///
+    /// ```
+    /// use lock_tower::{FenceCheckLayer, KeyFrom};
+    ///
+    /// let layer = FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"))
+    ///     .max_resources(1_000);
+    /// # let _ = layer;
+    /// ```
     pub fn max_resources(mut self, max: usize) -> Self {
         self.newest = NewestTokens::bounded(max);
         self
     }
 
     /// The table of newest tokens (to share it between routes, or inspect it).
+    ///
+    /// ```
+    /// use lock_core::FencingToken;
+    /// use lock_tower::{FenceCheckLayer, KeyFrom};
+    ///
+    /// let layer = FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"));
+    /// layer.newest_tokens().observe("account:7", FencingToken::new(12)).unwrap();
+    /// assert_eq!(layer.newest_tokens().newest("account:7"), Some(FencingToken::new(12)));
+    /// ```
     pub fn newest_tokens(&self) -> &NewestTokens {
         &self.newest
     }
 
     /// Uses `newest` as the table of newest tokens.
+    ///
+    /// ```
+    /// use lock_tower::{FenceCheckLayer, KeyFrom, NewestTokens};
+    ///
+    /// // Two routes that write the same accounts check against one table.
+    /// let shared = NewestTokens::bounded(10_000);
+    /// let by_path = FenceCheckLayer::new(KeyFrom::path("/accounts/{id}", "account:<id>"))
+    ///     .with_newest_tokens(shared.clone());
+    /// let by_query = FenceCheckLayer::new(KeyFrom::query("account").prefix("account:"))
+    ///     .with_newest_tokens(shared);
+    /// # let _ = (by_path, by_query);
+    /// ```
     pub fn with_newest_tokens(mut self, newest: NewestTokens) -> Self {
         self.newest = newest;
         self

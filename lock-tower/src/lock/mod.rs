@@ -76,6 +76,15 @@ pub type Reads = fn(&http::Method, &http::Uri) -> bool;
 
 /// The default of [`LockLayer::read_write`]: the safe methods (GET, HEAD,
 /// OPTIONS) read, every other method writes.
+///
+/// ```
+/// use http::{Method, Uri};
+/// use lock_tower::lock::safe_methods_read;
+///
+/// let uri = Uri::from_static("/orders/42");
+/// assert!(safe_methods_read(&Method::GET, &uri));
+/// assert!(!safe_methods_read(&Method::PUT, &uri));
+/// ```
 pub fn safe_methods_read(method: &http::Method, _: &http::Uri) -> bool {
     use http::Method;
     [Method::GET, Method::HEAD, Method::OPTIONS].contains(method)

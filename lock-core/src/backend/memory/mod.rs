@@ -161,6 +161,25 @@ impl MemoryBackend {
     /// sees it lost at the next renewal). Every kind of lock on the key goes
     /// (fair queue, read-write holders, permits, segments). Returns whether
     /// anything was there.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::MemoryBackend;
+    /// use lock_core::{LockError, Locker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let store = MemoryBackend::new();
+    /// let locker = Locker::builder().backend(store.clone())?;
+    /// let guard = locker.lock("order:42").ttl(Duration::from_secs(1)).await?;
+    /// assert!(store.evict(&locker.stored_keys("order:42")?));
+    /// // The holder hears of it at its next renewal, within a third of the ttl.
+    /// let lost = guard.lost().await;
+    /// assert!(matches!(lost, LockError::Lost { .. }), "{lost:?}");
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "test-util")]
     pub fn evict(&self, keys: &StoredKeys) -> bool {
         self.lock_state(keys).remove_every_kind(keys)
@@ -191,7 +210,7 @@ impl State {
     }
 }
 
-/// The store's operations, answered in place under the shard's mutex.
+// The store's operations, answered in place under the shard's mutex.
 impl MemoryBackend {
     fn acquire_now(
         &self,

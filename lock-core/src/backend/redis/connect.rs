@@ -23,6 +23,20 @@ impl RedisBackend<RedisConnection> {
     /// A URL that does not parse, a scheme this build cannot connect with
     /// (`rediss://` without feature `tls`) and rejected credentials are
     /// [refusals](StoreError::refusal), not transient errors.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::Locker;
+    /// use lock_core::backend::RedisBackend;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = RedisBackend::connect("redis://10.0.0.5:6379/0", Duration::from_secs(2)).await?;
+    /// let locker = Locker::builder().label("billing").backend(backend)?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
         Self::connect_with(url, timeout, None).await
     }
@@ -33,6 +47,20 @@ impl RedisBackend<RedisConnection> {
     /// `READONLY` answer has the sentinels asked again. The master is
     /// reached without credentials; for a master with a password use the
     /// `redis+sentinel://` URL form with [`connect`](Self::connect).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::RedisBackend;
+    ///
+    /// # async fn run() -> Result<(), lock_core::StoreError> {
+    /// let sentinels = ["redis://10.0.0.7:26379", "redis://10.0.0.8:26379"];
+    /// let backend =
+    ///     RedisBackend::connect_sentinel("locks", &sentinels, Duration::from_secs(2)).await?;
+    /// # let _ = backend;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect_sentinel(
         master: &str,
         sentinels: &[&str],
@@ -55,6 +83,19 @@ impl RedisBackend<RedisConnection> {
     /// published with `SPUBLISH` and waiters listen with `SSUBSCRIBE` on
     /// the node of the lock's slot (Redis 7 or newer); `WAIT` goes to the
     /// slot's master on a connection of its own.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::RedisBackend;
+    ///
+    /// # async fn run() -> Result<(), lock_core::StoreError> {
+    /// let nodes = ["redis://10.0.1.1:7000", "redis://10.0.1.2:7000"];
+    /// let backend = RedisBackend::connect_cluster(&nodes, Duration::from_secs(2)).await?;
+    /// # let _ = backend;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn connect_cluster(nodes: &[&str], timeout: Duration) -> Result<Self, StoreError> {
         for url in nodes {
             open(url, None)?;
@@ -143,6 +184,20 @@ impl RedisBackend<RedisConnection> {
     /// As [`connect`](Self::connect), for `rediss://` URLs checking the
     /// server's certificate against `roots` (PEM) instead of the system's
     /// (feature `tls`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::RedisBackend;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let roots = std::fs::read("/etc/locks/redis-ca.pem")?;
+    /// let url = "rediss://redis.internal:6380";
+    /// let backend = RedisBackend::connect_tls(url, Duration::from_secs(2), &roots).await?;
+    /// # let _ = backend;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "tls")]
     pub async fn connect_tls(
         url: &str,

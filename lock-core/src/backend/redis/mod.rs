@@ -59,6 +59,25 @@ use crate::kind::LockKind;
 /// script call (in order), which saves the server and the client work per
 /// lock under load; [`with_connection`](Self::with_connection) (which may be
 /// a cluster connection, where one call cannot span slots) sends each alone.
+///
+/// Most services reach it through a URL ([`Locker::connect`](crate::Locker::connect),
+/// [`LockerBuilder::redis`](crate::LockerBuilder::redis)); built by hand, it
+/// is given to [`LockerBuilder::backend`](crate::LockerBuilder::backend):
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use lock_core::Locker;
+/// use lock_core::backend::RedisBackend;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let backend = RedisBackend::connect("redis://10.0.0.5:6379", Duration::from_secs(2)).await?;
+/// let locker = Locker::builder().backend(backend)?;
+/// let guard = locker.lock("order:42").await?;
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct RedisBackend<C = RedisConnection> {
     connection: C,
     batcher: Option<Arc<Batcher<C>>>,
@@ -104,6 +123,22 @@ where
     /// A backend over an existing connection. `pubsub` is the client that
     /// opens the release-notification connection; without it waiters poll
     /// at the holder's remaining TTL.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::Locker;
+    /// use lock_core::backend::RedisBackend;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://10.0.0.5:6379")?;
+    /// let connection = client.get_multiplexed_async_connection().await?;
+    /// let backend = RedisBackend::with_connection(connection, Some(client), Duration::from_secs(2));
+    /// let locker = Locker::builder().backend(backend)?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_connection(
         connection: C,
         pubsub: Option<redis::Client>,
