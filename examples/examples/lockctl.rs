@@ -16,65 +16,62 @@
 //! The store is `--url` (any `Locker::connect` URL: `redis://`,
 //! `rediss://`, `redis+sentinel://`, `redis+cluster://`; `etcd://` and
 //! `zk://` when built with `--features etcd,zookeeper`), else `LOCK_URL`,
-//! else `REDIS_URL`. Exit status: 0 done, 1 the store
-//! failed, 2 bad usage.
+//! else `REDIS_URL`. `lockctl --help` and `lockctl <command> --help` say
+//! more. Exit status: 0 done, 1 the store failed, 2 bad usage (a
+//! `release` without `--force` too).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand};
 use lock_core::{Inspection, LockError, Locker};
 
-const USAGE: &str = "usage: lockctl [--url URL] [--namespace NS] \
-     (list PATTERN | show KEY | release KEY --force | schema --role ROLE)";
-
-/// What to do, from the command line.
-#[derive(Debug)]
-enum Command {
-    List(String),
-    Show(String),
-    Release(String),
-    Schema { role: String },
-}
-
-#[derive(Debug)]
+/// See who holds a lock, and break one, on any store the library reaches.
+#[derive(Debug, Parser)]
+#[command(name = "lockctl", version)]
 struct Args {
+    /// The store: any `Locker::connect` URL (redis://, rediss://,
+    /// redis+sentinel://, redis+cluster://, postgres://; etcd:// and zk://
+    /// when built with those features). Else REDIS_URL.
+    #[arg(long, global = true, env = "LOCK_URL")]
     url: Option<String>,
-    namespace: Option<String>,
+    /// The Lockers' namespace.
+    #[arg(long, global = true, default_value = lock_core::DEFAULT_NAMESPACE)]
+    namespace: String,
+    #[command(subcommand)]
     command: Command,
 }
 
-fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let (mut url, mut namespace, mut words, mut force) = (None, None, Vec::new(), false);
-    let mut role = None;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--url" => url = Some(args.next().ok_or("--url needs a URL")?),
-            "--namespace" => namespace = Some(args.next().ok_or("--namespace needs a name")?),
-            "--force" => force = true,
-            "--role" => role = Some(args.next().ok_or("--role needs a role name")?),
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
-            _ => words.push(arg),
-        }
-    }
-    let command = match words.as_slice() {
-        [verb, key] if verb == "list" => Command::List(key.clone()),
-        [verb, key] if verb == "show" => Command::Show(key.clone()),
-        [verb, key] if verb == "release" && force => Command::Release(key.clone()),
-        [verb] if verb == "schema" => Command::Schema {
-            role: role.ok_or("schema needs the role that will lock: add --role ROLE")?,
-        },
-        [verb, _] if verb == "release" => {
-            return Err("release breaks the lock of whoever holds it: add --force".to_owned());
-        }
-        _ => return Err(USAGE.to_owned()),
-    };
-    Ok(Args {
-        url,
-        namespace,
-        command,
-    })
+/// What to do.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The held keys that match PATTERN (`*` any run of characters, `?` one).
+    List {
+        /// The keys to list, e.g. 'order:*'.
+        pattern: String,
+    },
+    /// Each holder of KEY (process, owner, token, lease left, age) and its
+    /// waiters.
+    Show {
+        /// The lock key, e.g. order:42.
+        key: String,
+    },
+    /// Removes every holder and queue entry of KEY: its holders lose their
+    /// leases, and fenced writes refuse their tokens.
+    Release {
+        /// The lock key, e.g. order:42.
+        key: String,
+        /// Break the lock of whoever holds it (refused without).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Prints the PostgreSQL DDL of the namespace's tables and the grants a
+    /// role needs to lock with them, without reaching any store.
+    Schema {
+        /// The role that will lock.
+        #[arg(long)]
+        role: String,
+    },
 }
 
 fn print_inspection(seen: &Inspection) {
@@ -104,21 +101,18 @@ fn print_inspection(seen: &Inspection) {
 }
 
 async fn run(url: &str, args: Args) -> Result<(), LockError> {
-    let mut builder = Locker::builder().label("lockctl");
-    if let Some(namespace) = args.namespace {
-        builder = builder.namespace(namespace);
-    }
-    let locker = builder.connect(url).await?;
+    let builder = Locker::builder().label("lockctl");
+    let locker = builder.namespace(args.namespace).connect(url).await?;
     match args.command {
-        Command::List(pattern) => {
+        Command::List { pattern } => {
             for key in locker.held_keys(&pattern).await? {
                 println!("{key}");
             }
         }
-        Command::Show(key) => print_inspection(&locker.inspect(&key).await?),
+        Command::Show { key } => print_inspection(&locker.inspect(&key).await?),
         // Printed before any store is reached (see `main`).
         Command::Schema { .. } => {}
-        Command::Release(key) => {
+        Command::Release { key, .. } => {
             print_inspection(&locker.inspect(&key).await?);
             let forced = locker.force_release(&key).await?;
             let removed = forced.removed;
@@ -141,19 +135,14 @@ async fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            return ExitCode::from(2);
-        }
-    };
+    // Usage errors exit with 2, `--help` with 0.
+    let args = Args::parse();
+    if let Command::Release { force: false, .. } = &args.command {
+        eprintln!("release breaks the lock of whoever holds it: add --force");
+        return ExitCode::from(2);
+    }
     if let Command::Schema { role } = &args.command {
-        let namespace = args
-            .namespace
-            .as_deref()
-            .unwrap_or(lock_core::DEFAULT_NAMESPACE);
-        return match lock_core::backend::PostgresBackend::schema_sql(namespace, role) {
+        return match lock_core::backend::PostgresBackend::schema_sql(&args.namespace, role) {
             Ok((ddl, grants)) => {
                 println!("{ddl}\n{grants}");
                 ExitCode::SUCCESS
@@ -164,9 +153,7 @@ async fn main() -> ExitCode {
             }
         };
     }
-    let url = (args.url.clone())
-        .or_else(|| std::env::var("LOCK_URL").ok())
-        .or_else(|| std::env::var("REDIS_URL").ok());
+    let url = (args.url.clone()).or_else(|| std::env::var("REDIS_URL").ok());
     let Some(url) = url else {
         eprintln!("no store: give --url, or set LOCK_URL or REDIS_URL");
         return ExitCode::from(2);

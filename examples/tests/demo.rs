@@ -226,6 +226,22 @@ fn lockctl_lists_shows_and_breaks_locks_on_every_store() {
     assert_eq!(code, Some(2), "no URL is a usage error");
 }
 
+/// `--help` says what each command does, and a mistyped command is a usage
+/// error naming it.
+#[test]
+fn lockctl_explains_each_command() {
+    for command in ["list", "show", "release", "schema"] {
+        let (code, out, err) = lockctl(&[command, "--help"]);
+        assert_eq!(code, Some(0), "{err}");
+        assert!(out.contains(&format!("Usage: lockctl {command}")), "{out}");
+    }
+    let (_, out, _) = lockctl(&["release", "--help"]);
+    assert!(out.contains("--force"), "{out}");
+    let (code, _, err) = lockctl(&["shwo", "order:7"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("shwo"), "{err}");
+}
+
 /// `lockctl schema` prints, with no store, the DDL of the namespace and
 /// the grants of the role it names (run by hand in a test of lock-core's:
 /// `the_printed_schema_and_grants_are_all_a_locking_role_needs`).
