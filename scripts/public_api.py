@@ -26,8 +26,11 @@ def main(path):
     Lister(krate, names, None).module(root, path)
     lines = []
     Lister(krate, names, lines).module(root, path)
+    # The format the listing was read from: a toolchain that writes another
+    # one may list the same items differently.
+    print(f"# rustdoc JSON format {krate['format_version']}")
     for _, line in sorted(set(lines)):
-        print(line)
+        print(line.replace("$crate::", ""))
 
 
 class Lister:
@@ -102,7 +105,8 @@ class Lister:
             self.add(f"pub mod {name}", 0)
             self.module(item["id"], path)
         elif kind == "struct":
-            self.add(f"{prefix}pub struct {name}{generics}", 0)
+            private = " (and private fields)" if stripped(inner["kind"]) else ""
+            self.add(f"{prefix}pub struct {name}{generics}{private}", 0)
             self.fields(inner["kind"], name)
             self.impls(inner["impls"], name)
         elif kind == "enum":
@@ -116,10 +120,19 @@ class Lister:
             self.add(f"pub trait {name}{generics}{self.bounds(inner['bounds'], ': ')}", 0)
             for child in inner["items"]:
                 self.trait_item(self.item(child), name)
+            # Implementations for types not listed here (a generic `F`, a
+            # foreign type): the others are listed with their type.
+            for id in inner.get("implementations", []):
+                impl = self.item(id)
+                target = impl["inner"]["impl"]["for"] if impl else None
+                if target is not None and self.names.get(type_id(target)) is None:
+                    self.impls([id], name, all_kinds=True)
         elif kind == "function":
             self.add(f"pub {self.function(item['name'], inner, name)}", 0)
         elif kind == "constant":
-            self.add(f"pub const {name}: {self.ty(inner['type'])}", 0)
+            value = (inner.get("const") or {}).get("expr")
+            shown = f" = {value}" if value and value != "_" else ""
+            self.add(f"pub const {name}: {self.ty(inner['type'])}{shown}", 0)
         elif kind == "static":
             self.add(f"pub static {name}: {self.ty(inner['type'])}", 0)
         elif kind == "type_alias":
@@ -159,13 +172,16 @@ class Lister:
             self.add(f"pub {name}")
             self.fields(kind, name, all_public=True)
 
-    def impls(self, impls, owner):
+    def impls(self, impls, owner, all_kinds=False):
         for id in impls:
             item = self.item(id)
             if item is None or hidden(item):
                 continue
             inner = item["inner"]["impl"]
-            if inner.get("is_synthetic") or inner.get("blanket_impl") is not None:
+            if inner.get("blanket_impl") is not None and not all_kinds:
+                continue
+            # Of the auto traits, those the API promises (Send, Sync, Unpin).
+            if inner.get("is_synthetic") and (inner["trait"] or {}).get("path") not in AUTO:
                 continue
             if inner["trait"] is not None and inner["trait"].get("path") == "StructuralPartialEq":
                 continue  # what `derive(PartialEq)` adds beside it
@@ -178,7 +194,8 @@ class Lister:
                 generics = self.generics(inner["generics"])
                 negative = "!" if inner.get("is_negative") else ""
                 trait = self.path(inner["trait"])
-                line = f"impl{generics} {negative}{trait} for {self.ty(inner['for'])}"
+                where = self.where_clause(inner["generics"])
+                line = f"impl{generics} {negative}{trait} for {self.ty(inner['for'])}{where}"
                 types = []
                 for child in inner["items"]:
                     child = self.item(child)
@@ -246,7 +263,9 @@ class Lister:
             elif "type" in kind:
                 if kind["type"].get("is_synthetic"):
                     continue  # an `impl Trait` argument
-                params.append(param["name"] + self.bounds(kind["type"]["bounds"], ": "))
+                default = kind["type"].get("default")
+                shown = f" = {self.ty(default)}" if default is not None else ""
+                params.append(param["name"] + self.bounds(kind["type"]["bounds"], ": ") + shown)
             elif "const" in kind:
                 params.append(f"const {param['name']}: {self.ty(kind['const']['type'])}")
         return f"<{', '.join(params)}>" if params else ""
@@ -256,7 +275,10 @@ class Lister:
         for predicate in generics.get("where_predicates", []):
             if "bound_predicate" in predicate:
                 bound = predicate["bound_predicate"]
-                predicates.append(self.ty(bound["type"]) + self.bounds(bound["bounds"], ": "))
+                predicate = self.ty(bound["type"]) + self.bounds(bound["bounds"], ": ")
+                # A derive's own plumbing (pin-project's) is no part of the API.
+                if "__private" not in predicate:
+                    predicates.append(predicate)
         return f" where {', '.join(predicates)}" if predicates else ""
 
     def bounds(self, bounds, lead):
@@ -274,7 +296,7 @@ class Lister:
         return ""
 
     def path(self, path):
-        name = self.names.get(path.get("id")) or path.get("path") or path.get("name")
+        name = self.names.get(path.get("id")) or path.get("path") or path.get("name") or "?"
         return name + self.args(path.get("args"))
 
     def args(self, args):
@@ -338,12 +360,35 @@ class Lister:
         if kind == "qualified_path":
             trait = inner.get("trait")
             self_type = self.ty(inner["self_type"])
-            if trait is None:
+            if trait is None or not (trait.get("path") or self.names.get(trait.get("id"))):
                 return f"{self_type}::{inner['name']}"
             return f"<{self_type} as {self.path(trait)}>::{inner['name']}"
         if kind == "function_pointer":
-            return "fn(..)"
+            sig = inner["sig"]
+            inputs = ", ".join(self.ty(ty) for _, ty in sig["inputs"])
+            output = f" -> {self.ty(sig['output'])}" if sig.get("output") is not None else ""
+            return f"fn({inputs}){output}"
         return kind
+
+
+# The auto traits listed: what the API promises of its types and futures.
+AUTO = ("Send", "Sync", "Unpin")
+
+
+def stripped(kind):
+    """Whether a struct has fields the listing cannot show (private ones)."""
+    if isinstance(kind, dict) and "plain" in kind:
+        return kind["plain"].get("has_stripped_fields", False)
+    if isinstance(kind, dict) and "tuple" in kind:
+        return any(field is None for field in kind["tuple"])
+    return False
+
+
+def type_id(ty):
+    """The item id of a named type, if it is one."""
+    if isinstance(ty, dict) and "resolved_path" in ty:
+        return ty["resolved_path"].get("id")
+    return None
 
 
 def attributes(item):

@@ -14,7 +14,7 @@
 //! tables and makes none).
 //!
 //! The store is `--url` (any `Locker::connect` URL: `redis://`,
-//! `rediss://`, `redis+sentinel://`, `redis+cluster://`; `etcd://` and
+//! `rediss://`, `redis+sentinel://`, `redis+cluster://`, `postgres://`; `etcd://` and
 //! `zk://` when built with `--features etcd,zookeeper`), else `LOCK_URL`,
 //! else `REDIS_URL`. `lockctl --help` and `lockctl <command> --help` say
 //! more. Exit status: 0 done, 1 the store failed, 2 bad usage (a
@@ -33,7 +33,7 @@ struct Args {
     /// The store: any `Locker::connect` URL (redis://, rediss://,
     /// redis+sentinel://, redis+cluster://, postgres://; etcd:// and zk://
     /// when built with those features). Else REDIS_URL.
-    #[arg(long, global = true, env = "LOCK_URL")]
+    #[arg(long, global = true, env = "LOCK_URL", hide_env_values = true)]
     url: Option<String>,
     /// The Lockers' namespace.
     #[arg(long, global = true, default_value = lock_core::DEFAULT_NAMESPACE)]

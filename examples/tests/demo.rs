@@ -240,6 +240,15 @@ fn lockctl_explains_each_command() {
     let (code, _, err) = lockctl(&["shwo", "order:7"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("shwo"), "{err}");
+    // The help names LOCK_URL but never shows its value: URLs carry passwords.
+    let help = Command::new(example("lockctl"))
+        .args(["show", "--help"])
+        .env("LOCK_URL", "redis://:hunter2@10.0.0.5:6379")
+        .output()
+        .expect("run lockctl");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("LOCK_URL"), "{help}");
+    assert!(!help.contains("hunter2"), "the password is shown: {help}");
 }
 
 /// `lockctl schema` prints, with no store, the DDL of the namespace and

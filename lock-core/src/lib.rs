@@ -118,7 +118,7 @@
 // and those below it (CONTRIBUTING.md, "Where a change belongs").
 // 1 vocabulary: tokens, kinds, errors (LockError and the StoreError it
 //   carries), owner values, holder records, deadlines.
-// 2 stores: the store boundary (`backend`: traits, stored names, attempts,
+// 2 stores: the store boundary (`backend`: the LockStore trait, stored names, attempts,
 //   per-key shards) and one folder per store.
 // 3 core: the Locker, its builder and connect, acquisition, leases and the
 //   watchdog, the process-local queues, the task scope.

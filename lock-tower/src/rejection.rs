@@ -23,7 +23,7 @@ use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 /// assert_eq!(contended.http_status(), 423);
 /// assert_eq!(contended.grpc_code(), 10); // ABORTED
 /// assert_eq!(contended.retry_after_secs(), Some(2));
-/// assert!(contended.message().contains("order:42"));
+/// assert!(contended.message().contains("retry in 2s"), "{}", contended.message());
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -143,9 +143,10 @@ impl Rejection {
     /// ```
     pub fn message(&self) -> String {
         match self {
-            Rejection::Contended { key, retry_after } => format!(
+            // The same whole seconds as `Retry-After`.
+            Rejection::Contended { key, .. } => format!(
                 "lock `{key}` is held by another request; retry in {}s",
-                retry_after.as_secs().max(1)
+                self.retry_after_secs().unwrap_or(1)
             ),
             Rejection::Skipped { key } => {
                 format!("lock `{key}` is held: this work is being done elsewhere; skipped")

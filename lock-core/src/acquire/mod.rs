@@ -355,10 +355,10 @@ impl Acquisition {
         attempt
     }
 
-    /// What the lease keeps of this request's local turn: a plain lock its
-    /// front; every other kind hands the front on, so that the next task of
-    /// this process asks the store at once (a writer, to mark the key before
-    /// readers pass it).
+    /// What the lease keeps of this request's local turn: a fair request its
+    /// place, a plain lock its front; the other kinds hand the front on, so
+    /// that the next task of this process asks the store at once (a writer,
+    /// to mark the key before readers pass it).
     fn front_once_granted(&self, turn: LocalTurn) -> HeldFront {
         match turn {
             LocalTurn::FairPlace { place, .. } => HeldFront::Placed(place),

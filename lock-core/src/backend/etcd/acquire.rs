@@ -128,8 +128,8 @@ impl EtcdBackend {
         Ok(again)
     }
 
-    /// A free segment of the `of` for `owner` (and its index), or `None`
-    /// when all are held.
+    /// One of the lock's `of` segments for `owner` (with its index), or
+    /// `None` when all are held.
     async fn place_in_segment(
         &self,
         names: &Names,

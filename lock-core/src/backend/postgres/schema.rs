@@ -51,9 +51,12 @@ pub(crate) const MAX_NAME_LEN: usize = 63;
 /// The DDL, in the order it runs: the tables, then the functions (each
 /// file says what its function does). Placeholders in braces are filled by
 /// [`fill`].
-const DDL: [&str; 8] = [
+const DDL: [&str; 11] = [
     include_str!("sql/tables.sql"),
-    include_str!("sql/common.sql"),
+    include_str!("sql/ms.sql"),
+    include_str!("sql/wait_ms.sql"),
+    include_str!("sql/bury.sql"),
+    include_str!("sql/read_committed.sql"),
     include_str!("sql/sweep.sql"),
     include_str!("sql/acquire.sql"),
     include_str!("sql/release.sql"),
@@ -312,6 +315,7 @@ mod tests {
             });
             assert!(left.is_none(), "a placeholder is left in:\n{text}");
         }
+        assert!(!schema.ddl().contains('{'), "no brace is left in the DDL");
         assert!(schema.ddl().contains("VALUES (2)"), "the format version");
         assert!(!schema.renew().text.contains("--"), "comments are not sent");
     }

@@ -5,8 +5,9 @@
 -- Every grant of a name happens under the name's transaction lock, held
 -- to the commit, so a later grant draws a later token.
 --
--- {schema} is the namespace's schema, quoted; {channel} its NOTIFY channel.
--- {locked_poll_ms}: how soon a waiter asks again behind a checked-in transaction.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- channel (its NOTIFY channel), locked_poll_ms (how soon a waiter asks
+-- again behind a checked-in transaction).
 CREATE OR REPLACE FUNCTION {schema}.acquire(p_name text, p_owner text, p_ttl_ms bigint,
     OUT token bigint, OUT remaining_ms bigint)
 LANGUAGE plpgsql AS $$

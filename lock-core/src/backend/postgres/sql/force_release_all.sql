@@ -6,7 +6,8 @@
 -- before all are gone). The number of live ones removed, and the highest
 -- token among them (0 for none).
 --
--- {schema} is the namespace's schema, quoted; {channel} its NOTIFY channel.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- channel (its NOTIFY channel).
 CREATE OR REPLACE FUNCTION {schema}.force_release_all(p_lease text, p_names text[],
     OUT o_removed bigint, OUT o_up_to bigint)
 LANGUAGE plpgsql AS $$

@@ -7,7 +7,8 @@
 -- permit leaves, the last reader leaves, or a mark is withdrawn. True if
 -- the lease or entry was live.
 --
--- {schema} is the namespace's schema, quoted; {channel} its NOTIFY channel.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- channel (its NOTIFY channel).
 CREATE OR REPLACE FUNCTION {schema}.give(p_name text, p_owner text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$

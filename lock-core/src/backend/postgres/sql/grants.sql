@@ -2,7 +2,8 @@
 -- DBA's migration): printed by `lockctl schema --role R`, never run by the
 -- Locker.
 --
--- {schema} is the namespace's schema and {role} the role, both quoted.
+-- Placeholders, in braces below: schema (the namespace's schema) and role,
+-- both quoted.
 GRANT USAGE ON SCHEMA {schema} TO {role};
 GRANT SELECT ON {schema}.format TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.leases, {schema}.holders, {schema}.gone TO {role};

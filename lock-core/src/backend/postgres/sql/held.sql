@@ -1,7 +1,7 @@
 -- The stored names of live locks (of every kind) that start with $3, in
 -- byte order, after $1, at most $2: one page of a listing. It only reads.
 --
--- {schema} is the namespace's schema, quoted.
+-- Placeholder, in braces below: schema (the namespace's schema, quoted).
 SELECT name COLLATE "C" FROM {schema}.leases WHERE expires > clock_timestamp()
    AND name COLLATE "C" > $1 AND starts_with(name, $3)
 UNION

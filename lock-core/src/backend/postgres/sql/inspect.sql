@@ -3,7 +3,7 @@
 -- owner, token (0 for a queue entry), ms left, ms since taken, segment,
 -- size. It only reads.
 --
--- {schema} is the namespace's schema, quoted.
+-- Placeholder, in braces below: schema (the namespace's schema, quoted).
 SELECT 'x', owner, token, {schema}.ms(expires - clock_timestamp()),
        floor(extract(epoch FROM clock_timestamp() - taken) * 1000)::bigint, 0, 0
   FROM {schema}.leases WHERE name = $1 AND expires > clock_timestamp()

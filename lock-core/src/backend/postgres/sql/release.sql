@@ -3,7 +3,8 @@
 -- Ends `p_owner`'s lease of `p_name`; tells waiters if any found it held.
 -- True if the lease was live.
 --
--- {schema} is the namespace's schema, quoted; {channel} its NOTIFY channel.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- channel (its NOTIFY channel).
 CREATE OR REPLACE FUNCTION {schema}.release(p_name text, p_owner text)
 RETURNS boolean
 LANGUAGE plpgsql AS $$

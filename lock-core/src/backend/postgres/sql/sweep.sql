@@ -4,7 +4,7 @@
 -- on their name removed (a key nobody locks again), skipping any that a
 -- transaction holds; each Locker runs it about once a minute.
 --
--- {schema} is the namespace's schema, quoted.
+-- Placeholder, in braces below: schema (the namespace's schema, quoted).
 CREATE OR REPLACE FUNCTION {schema}.sweep() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE

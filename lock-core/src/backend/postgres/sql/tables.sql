@@ -5,7 +5,8 @@
 --   leases   one row per held plain lock
 --   holders  one row per holder or queue entry of the other kinds
 --
--- {schema} is the namespace's schema, quoted; {format} the format version.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- format (the format version).
 CREATE SCHEMA IF NOT EXISTS {schema};
 CREATE TABLE IF NOT EXISTS {schema}.format (
     version integer NOT NULL,

@@ -8,7 +8,8 @@
 -- the first waiting writer's mark `m`, which keeps new readers out).
 -- `o_size` alone: the holders use another number of permits.
 --
--- {schema} is the namespace's schema, quoted; {channel} its NOTIFY channel.
+-- Placeholders, in braces below: schema (the namespace's schema, quoted),
+-- channel (its NOTIFY channel).
 CREATE OR REPLACE FUNCTION {schema}.take(p_name text, p_owner text, p_mode text,
     p_size integer, p_ttl_ms bigint, OUT o_token bigint, OUT o_place integer,
     OUT o_wait_ms bigint, OUT o_queued boolean, OUT o_size integer)
