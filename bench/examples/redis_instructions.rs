@@ -21,6 +21,15 @@
 //! what lock-core's own Lua logic adds; the second what any lock scripted in
 //! Lua batches costs the server before it checks an owner or mints a token.
 //!
+//! Four rows weigh issue 47's levers before they are built, each on
+//! lock-core's own `acquire.lua` and `release.lua` sent straight to the
+//! server (no Locker: the scripts' cost alone): as they are, by `EVALSHA`
+//! and as Redis functions (`FCALL`); and as a sketch of the released lease
+//! as the token record (no record written by an acquire whose lease outlives
+//! the record's 10 s; a release that leaves the lease as a 20 s tombstone
+//! `2|<token>` in place of `DEL`), by `EVALSHA` and by `FCALL`. The sketch
+//! only costs the common path: it does not read tombstones back.
+//!
 //! `cargo run --release -p lock-bench --example redis_instructions`
 //!
 //! Needs valgrind (`apt-get install -y valgrind`). Only the server runs
@@ -54,6 +63,87 @@ enum Subject {
     /// A batch script with no logic (see the module doc), and the keys its
     /// previous call acquired.
     Floor(Floor, redis::aio::MultiplexedConnection, Vec<String>),
+    /// lock-core's acquire and release scripts, or a lever's version of
+    /// them, sent straight to the server.
+    Lever(Lever, redis::aio::MultiplexedConnection),
+}
+
+/// lock-core's acquire and release scripts as a lever of issue 47 would
+/// change them (see the module doc).
+#[derive(Clone, Copy)]
+enum Lever {
+    /// As they are, by `EVALSHA`.
+    Today,
+    /// As they are, as Redis functions (`FCALL`).
+    Functions,
+    /// The released lease as the token record, by `EVALSHA`.
+    Tombstone,
+    /// The released lease as the token record, as Redis functions.
+    TombstoneFunctions,
+}
+
+/// The owner value the lever rows send: as long as a Locker's.
+const OWNER: &str = "redis_instructions/pid 4242424/00000001";
+
+impl Lever {
+    /// The acquire and release scripts' text.
+    fn scripts(self) -> (String, String) {
+        let acquire = include_str!("../../lock-core/src/backend/redis/scripts/acquire.lua");
+        let release = include_str!("../../lock-core/src/backend/redis/scripts/release.lua");
+        match self {
+            Lever::Today | Lever::Functions => (acquire.to_owned(), release.to_owned()),
+            Lever::Tombstone | Lever::TombstoneFunctions => {
+                let record = "redis.call('SET', fence, '1|' .. token, 'PX', lead + 10000)\n";
+                assert!(acquire.contains(record), "acquire.lua's record write moved");
+                let del = "redis.call('DEL', lease)";
+                assert!(release.contains(del), "release.lua's DEL moved");
+                let tombstone = "redis.call('SET', lease, '2|' .. string.match(holder, '%d+', n + 4), 'PX', 20000)";
+                (acquire.replace(record, ""), release.replace(del, tombstone))
+            }
+        }
+    }
+
+    fn functions(self) -> bool {
+        matches!(self, Lever::Functions | Lever::TombstoneFunctions)
+    }
+
+    /// The library of the scripts as functions `acquire` and `release`.
+    fn library(self) -> String {
+        let (acquire, release) = self.scripts();
+        format!(
+            "#!lua name=lever\n\
+             redis.register_function('acquire', function(KEYS, ARGV)\n{acquire}\nend)\n\
+             redis.register_function('release', function(KEYS, ARGV)\n{release}\nend)\n"
+        )
+    }
+
+    /// One lock + release of `key` on `conn`.
+    async fn cycle(self, conn: &mut redis::aio::MultiplexedConnection, key: &str) {
+        let keys = lock_core::backend::StoredKeys::new("lock", key).expect("key");
+        let (lease, fence, channel) = (keys.lease(), token_record(&keys), release_channel(&keys));
+        if self.functions() {
+            let mut acquire = redis::cmd("FCALL");
+            acquire.arg("acquire").arg(2).arg(lease).arg(&fence);
+            acquire.arg(OWNER).arg(30_000);
+            let _: String = acquire.query_async(conn).await.expect("FCALL acquire");
+            let mut release = redis::cmd("FCALL");
+            release.arg("release").arg(1).arg(lease);
+            release.arg(OWNER).arg(&channel).arg("PUBLISH");
+            let released: i64 = release.query_async(conn).await.expect("FCALL release");
+            assert_eq!(released, 1);
+        } else {
+            let (acquire, release) = self.scripts();
+            let acquire = redis::Script::new(&acquire);
+            let mut taken = acquire.prepare_invoke();
+            taken.key(lease).key(&fence).arg(OWNER).arg(30_000);
+            let _: String = taken.invoke_async(conn).await.expect("acquire");
+            let release = redis::Script::new(&release);
+            let mut given = release.prepare_invoke();
+            given.key(lease).arg(OWNER).arg(&channel).arg("PUBLISH");
+            let released: i64 = given.invoke_async(conn).await.expect("release");
+            assert_eq!(released, 1);
+        }
+    }
 }
 
 /// The batch-script floors (see the module doc).
@@ -104,6 +194,14 @@ impl Subject {
                 "floor: lock-core's calls without its logic, 4 + 4 per call"
             }
             Subject::Floor(Floor::OneCall, ..) => "floor: one call per operation, 4 + 4 per call",
+            Subject::Lever(Lever::Today, _) => "lever control: acquire.lua + release.lua, EVALSHA",
+            Subject::Lever(Lever::Functions, _) => "lever 2: the same scripts as functions, FCALL",
+            Subject::Lever(Lever::Tombstone, _) => {
+                "lever 1 sketch: the released lease as the record, EVALSHA"
+            }
+            Subject::Lever(Lever::TombstoneFunctions, _) => {
+                "levers 1 + 2 sketch: the released lease as the record, FCALL"
+            }
         }
     }
 
@@ -157,6 +255,7 @@ impl Subject {
                     task.await.expect("task");
                 }
             }
+            Subject::Lever(lever, conn) => lever.cycle(conn, key).await,
             Subject::Floor(floor, conn, previous) => {
                 // One cycle here is FLOOR_BATCH lock + release pairs.
                 let script = floor.script();
@@ -248,7 +347,16 @@ async fn main() {
         Subject::Shared(Locker::redis(&url).await.expect("connect")),
         Subject::Floor(Floor::CoreCalls, server.connection().await, Vec::new()),
         Subject::Floor(Floor::OneCall, server.connection().await, Vec::new()),
+        Subject::Lever(Lever::Today, server.connection().await),
+        Subject::Lever(Lever::Functions, loaded(&server, Lever::Functions).await),
+        Subject::Lever(Lever::Tombstone, server.connection().await),
+        Subject::Lever(
+            Lever::TombstoneFunctions,
+            loaded(&server, Lever::TombstoneFunctions).await,
+        ),
     ];
+    let mut stats = server.connection().await;
+    let mut batch_sizes = None;
     println!("| subject | Redis instructions per lock + release | × rslock |");
     println!("|---|---|---|");
     let mut counts = Vec::new();
@@ -263,12 +371,22 @@ async fn main() {
             _ => 1,
         };
         let cycles = CYCLES / per_cycle;
+        let calls_before = command_calls(&mut stats).await;
         control("-z", pid);
         for i in 0..cycles {
             subject.cycle(&format!("key:{n}:{i}")).await;
         }
         control("-d", pid);
         let pairs = (cycles * per_cycle) as u64;
+        if let Subject::Shared(_) = subject {
+            // How many operations the shared Locker's script calls carried.
+            let calls = command_calls(&mut stats).await;
+            let sent = |command: &str| {
+                let before = calls_before.get(command).copied().unwrap_or(0);
+                calls.get(command).copied().unwrap_or(0) - before
+            };
+            batch_sizes = Some((sent("evalsha") + sent("eval"), pairs));
+        }
         counts.push((subject.label(), newest_total(dumps.path()) / pairs));
     }
     // Per script: a Locker's acquires of distinct keys, held, then their
@@ -307,6 +425,14 @@ async fn main() {
     for (label, count) in counts {
         println!("| {label} | {count} | {:.2} |", count as f64 / rslock);
     }
+    if let Some((calls, pairs)) = batch_sizes {
+        println!();
+        println!(
+            "16 tasks sharing a Locker: {calls} script calls for {pairs} lock + release pairs, \
+             {:.2} operations per call",
+            (2 * pairs) as f64 / calls as f64
+        );
+    }
     println!();
     println!("Commands per lock + release of one task, with the calls its scripts make:");
     for (command, after) in calls {
@@ -333,6 +459,15 @@ async fn function_loaded(server: &RedisServer) -> redis::aio::MultiplexedConnect
         .query_async(&mut conn)
         .await
         .expect("FUNCTION LOAD");
+    conn
+}
+
+/// A connection to a server with `lever`'s scripts loaded as functions.
+async fn loaded(server: &RedisServer, lever: Lever) -> redis::aio::MultiplexedConnection {
+    let mut conn = server.connection().await;
+    let mut load = redis::cmd("FUNCTION");
+    load.arg("LOAD").arg("REPLACE").arg(lever.library());
+    let _: String = load.query_async(&mut conn).await.expect("FUNCTION LOAD");
     conn
 }
 
