@@ -57,6 +57,9 @@ enum Mode {
     Fenced,
     /// The lock in the same database, the write checked in under it.
     CheckedIn,
+    /// The same, the write through sqlx (feature `sqlx`).
+    #[cfg(feature = "sqlx")]
+    CheckedInSqlx,
 }
 
 impl Mode {
@@ -65,6 +68,8 @@ impl Mode {
             Mode::Unfenced => "unfenced",
             Mode::Fenced => "fenced",
             Mode::CheckedIn => "checked-in",
+            #[cfg(feature = "sqlx")]
+            Mode::CheckedInSqlx => "checked-in-sqlx",
         }
     }
 
@@ -72,6 +77,8 @@ impl Mode {
         match name {
             "fenced" => Mode::Fenced,
             "checked-in" => Mode::CheckedIn,
+            #[cfg(feature = "sqlx")]
+            "checked-in-sqlx" => Mode::CheckedInSqlx,
             _ => Mode::Unfenced,
         }
     }
@@ -79,19 +86,23 @@ impl Mode {
     /// The Locker of this mode: on Redis, or on the database itself.
     async fn locker(self, redis_url: &str, pg_url: &str) -> Result<Locker, LockError> {
         match self {
-            Mode::CheckedIn => Locker::builder().postgres(pg_url).await,
-            _ => Locker::redis(redis_url).await,
+            Mode::Unfenced | Mode::Fenced => Locker::redis(redis_url).await,
+            _ => Locker::builder().postgres(pg_url).await,
         }
     }
 }
 
-/// Writes `value` as the holder of `guard`, as `mode` says.
+/// Writes `value` as the holder of `guard`, as `mode` says (`pg_url`: the
+/// database, for the sqlx connection).
 async fn write(
     db: &mut Client,
+    pg_url: &str,
     mode: Mode,
     guard: &LockGuard,
     value: i64,
 ) -> Result<(), LockError> {
+    // Only the sqlx mode opens a connection of its own.
+    let _ = pg_url;
     let failed = |e| LockError::Unavailable {
         key: "accounts[7]".into(),
         op: lock_core::Operation::FencedWrite,
@@ -118,6 +129,26 @@ async fn write(
                 .await
                 .map_err(failed)?;
             transaction.commit().await.map_err(failed)
+        }
+        #[cfg(feature = "sqlx")]
+        Mode::CheckedInSqlx => {
+            use sqlx::Connection;
+            let sqlx_failed = |e| LockError::Unavailable {
+                key: "accounts[7]".into(),
+                op: lock_core::Operation::FencedWrite,
+                source: lock_core::StoreError::in_doubt(e),
+            };
+            let mut connection = sqlx::PgConnection::connect(pg_url)
+                .await
+                .map_err(sqlx_failed)?;
+            let mut transaction = connection.begin().await.map_err(sqlx_failed)?;
+            guard.check_in(&mut transaction).await?;
+            sqlx::query("UPDATE accounts SET balance = $1 WHERE id = 7")
+                .bind(value)
+                .execute(&mut *transaction)
+                .await
+                .map_err(sqlx_failed)?;
+            transaction.commit().await.map_err(sqlx_failed)
         }
     }
 }
@@ -148,7 +179,7 @@ async fn holder_a(
     // Checking is_held() before writing would not help: the pause can come
     // between the check and the write. Only the store can decide.
     println!("A: writing balance {} (100 - 30, from my read)", read - 30);
-    match write(&mut db, mode, &guard, read - 30).await {
+    match write(&mut db, pg_url, mode, &guard, read - 30).await {
         Ok(()) => println!("A: write accepted"),
         Err(err @ (LockError::StaleToken { .. } | LockError::Lost { .. })) => {
             println!("A: write REJECTED: {err}");
@@ -160,7 +191,7 @@ async fn holder_a(
                 again.token(),
                 fresh - 30
             );
-            write(&mut db, mode, &again, fresh - 30).await?;
+            write(&mut db, pg_url, mode, &again, fresh - 30).await?;
             again.release().await?;
             return Ok(());
         }
@@ -210,7 +241,7 @@ async fn round(
         "B: locked account:7 once A's lease ran out, token {} (newer), read {read}",
         b.token()
     );
-    write(&mut db, mode, &b, read + 50).await?;
+    write(&mut db, pg_url, mode, &b, read + 50).await?;
     println!("B: wrote balance {} and released", read + 50);
     b.release().await?;
 
@@ -245,7 +276,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(url) => (None, url),
         Err(_) => {
             let server = PostgresServer::start();
-            let url = server.url();
+            let url = server.postgres_url();
             (Some(server), url)
         }
     };
@@ -269,5 +300,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "=> checked in under a PostgreSQL lease: {checked}: A's transaction was refused without \
          any token column, A redid its work on fresh data"
     );
+    #[cfg(feature = "sqlx")]
+    {
+        let checked = round(&redis_url, &pg_url, Mode::CheckedInSqlx).await?;
+        println!("=> the same through a sqlx transaction: {checked}");
+    }
     Ok(())
 }

@@ -306,9 +306,87 @@ async fn tokens_rise_across_a_restart_of_the_server() {
 /// check, so its write never commits; no token column is involved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checked_in_transaction_commits_only_while_the_lease_holds() {
-    checked_in(LockKind::Exclusive).await;
+    checked_in(LockKind::Exclusive, Driver::TokioPostgres).await;
     // A lease of the other kinds (a row of `holders`) is checked in alike.
-    checked_in(LockKind::Write).await;
+    checked_in(LockKind::Write, Driver::TokioPostgres).await;
+}
+
+/// The same through sqlx (feature `sqlx`): its transaction checks in as a
+/// tokio-postgres one does, on the plain lock and on a write lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlx_transaction_checks_in_as_a_tokio_postgres_one() {
+    checked_in(LockKind::Exclusive, Driver::Sqlx).await;
+    checked_in(LockKind::Write, Driver::Sqlx).await;
+}
+
+/// The driver a service writes through.
+#[derive(Clone, Copy, Debug)]
+enum Driver {
+    TokioPostgres,
+    Sqlx,
+}
+
+/// A connection of either driver to `server`.
+enum Connection {
+    TokioPostgres(tokio_postgres::Client),
+    Sqlx(sqlx::PgPool),
+}
+
+/// An open transaction of either driver.
+enum Open<'c> {
+    TokioPostgres(tokio_postgres::Transaction<'c>),
+    Sqlx(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Connection {
+    async fn to(server: &PostgresServer, driver: Driver) -> Connection {
+        match driver {
+            Driver::TokioPostgres => Connection::TokioPostgres(server.client().await),
+            Driver::Sqlx => {
+                let pool = sqlx::PgPool::connect(&server.postgres_url()).await;
+                Connection::Sqlx(pool.expect("sqlx connects"))
+            }
+        }
+    }
+
+    async fn begin(&mut self) -> Open<'_> {
+        match self {
+            Connection::TokioPostgres(client) => {
+                Open::TokioPostgres(client.transaction().await.unwrap())
+            }
+            Connection::Sqlx(pool) => Open::Sqlx(pool.begin().await.unwrap()),
+        }
+    }
+}
+
+impl Open<'_> {
+    async fn check_in(&mut self, guard: &lock_core::LockGuard) -> Result<(), LockError> {
+        match self {
+            Open::TokioPostgres(transaction) => guard.check_in(&*transaction).await,
+            Open::Sqlx(transaction) => guard.check_in(transaction).await,
+        }
+    }
+
+    async fn execute(&mut self, statement: &str) {
+        match self {
+            Open::TokioPostgres(transaction) => {
+                transaction.execute(statement, &[]).await.unwrap();
+            }
+            Open::Sqlx(transaction) => {
+                sqlx::query(statement)
+                    .execute(&mut **transaction)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    async fn commit(self) {
+        match self {
+            Open::TokioPostgres(transaction) => transaction.commit().await.unwrap(),
+            Open::Sqlx(transaction) => transaction.commit().await.unwrap(),
+        }
+    }
 }
 
 /// A request for the plain lock or a write lock, as `kind` says.
@@ -331,8 +409,8 @@ async fn counted(
 }
 
 /// One lease of `kind` (the plain lock or a write lock) checked in to a
-/// transaction that outlives it.
-async fn checked_in(kind: LockKind) {
+/// transaction of `driver` that outlives it.
+async fn checked_in(kind: LockKind, driver: Driver) {
     let server = PostgresServer::start();
     let url = server.postgres_url();
     let ttl = Duration::from_millis(300);
@@ -348,21 +426,17 @@ async fn checked_in(kind: LockKind) {
         .batch_execute("CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL); INSERT INTO accounts VALUES (7, 0)")
         .await
         .unwrap();
-    let mut db = server.client().await;
+    let mut db = Connection::to(&server, driver).await;
 
     let guard = request_of(kind, &holder, "account:7").await.unwrap();
-    let transaction = db.transaction().await.unwrap();
-    guard
-        .check_in(&transaction)
+    let mut transaction = db.begin().await;
+    transaction
+        .check_in(&guard)
         .await
         .expect("held: checked in");
     transaction
-        .execute(
-            "UPDATE accounts SET balance = balance + 1 WHERE id = 7",
-            &[],
-        )
-        .await
-        .unwrap();
+        .execute("UPDATE accounts SET balance = balance + 1 WHERE id = 7")
+        .await;
     // The lease runs out while the transaction is open (unrenewed: the
     // expiry is the contract), and another owner asks for the key.
     tokio::time::sleep(guard.expires_in() + Duration::from_millis(100)).await;
@@ -378,10 +452,7 @@ async fn checked_in(kind: LockKind) {
         got = &mut taker => panic!("the next owner got in beside an open checked-in transaction: {got:?}"),
     }
     let committing = Instant::now();
-    transaction
-        .commit()
-        .await
-        .expect("the checked-in write commits");
+    transaction.commit().await;
     let (next, granted) = taker
         .await
         .unwrap()
@@ -390,8 +461,8 @@ async fn checked_in(kind: LockKind) {
     assert!(next.token() > guard.token());
 
     // The old holder, now without its lease, is refused at the check.
-    let late = db.transaction().await.unwrap();
-    let err = guard.check_in(&late).await.unwrap_err();
+    let mut late = db.begin().await;
+    let err = late.check_in(&guard).await.unwrap_err();
     assert!(matches!(err, LockError::Lost { .. }), "{err}");
     drop(late);
     assert!(!guard.is_held());

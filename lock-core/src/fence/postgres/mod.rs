@@ -23,11 +23,15 @@
 //!
 //! A lock held in the same database (the PostgreSQL store) needs no token
 //! column: [`LockGuard::check_in`] makes a transaction's writes commit only
-//! while the lease holds.
+//! while the lease holds. It takes a tokio-postgres transaction, or with
+//! feature `sqlx` a sqlx one ([`PgTransaction`]).
+
+mod transaction;
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
+pub use self::transaction::PgTransaction;
 use super::stale;
 use crate::error::{Applied, StoreError};
 use crate::error::{LockError, LossReason, Operation};
@@ -212,6 +216,10 @@ impl LockGuard {
     /// the next holder's, with no token column. Renewals go on meanwhile
     /// (they need a weaker lock).
     ///
+    /// `transaction` is a `&tokio_postgres::Transaction` or, with feature
+    /// `sqlx`, a `&mut sqlx::Transaction<'_, Postgres>` or a
+    /// `&mut sqlx::PgConnection` inside one ([`PgTransaction`]).
+    ///
     /// A lease that expired or changed owner is [`LockError::Lost`] (and
     /// [`lost`](Self::lost) resolves): roll the transaction back. The role
     /// needs `UPDATE` on the lease table (`lockctl schema` grants it).
@@ -229,10 +237,7 @@ impl LockGuard {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check_in(
-        &self,
-        transaction: &tokio_postgres::Transaction<'_>,
-    ) -> Result<(), LockError> {
+    pub async fn check_in(&self, transaction: impl PgTransaction) -> Result<(), LockError> {
         let lease = &self.lease;
         let name = lease.keys.of_kind(lease.kind);
         // The schema is the namespace: the stored name up to its `:{`.
@@ -249,11 +254,10 @@ impl LockGuard {
              AND token > 0 AND expires > clock_timestamp() FOR KEY SHARE"
         );
         let owner = lease.owner.as_str();
-        let held = transaction
-            .query_opt(check.as_str(), &[&name, &owner])
-            .await;
-        let held = held.map_err(|err| unavailable(self.key(), err))?;
-        if held.is_some() {
+        let held = transaction.lease_row(&check, &name, owner).await;
+        let held =
+            held.map_err(|err| LockError::from_store(self.key(), Operation::FencedWrite, err))?;
+        if held {
             return Ok(());
         }
         lease.mark_lost(LossReason::OwnerChanged);
