@@ -161,6 +161,54 @@ async fn postgres_fenced_updates_reject_older_tokens() {
     assert_eq!(balance(&db).await, 5);
 }
 
+/// The same fenced updates through sqlx (feature `sqlx`), on a pooled
+/// connection and inside a transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_fenced_updates_through_sqlx_reject_older_tokens() {
+    let pg = PostgresServer::start();
+    let db = pg.client().await;
+    db.batch_execute(
+        "CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL);
+         ALTER TABLE accounts ADD COLUMN fence_token BIGINT NOT NULL DEFAULT 0;
+         INSERT INTO accounts (id, balance) VALUES (7, 100);",
+    )
+    .await
+    .unwrap();
+    let pool = sqlx::PgPool::connect(&pg.postgres_url()).await.unwrap();
+    let mut connection = pool.acquire().await.unwrap();
+    let accounts = PgFence::new("accounts", "id", "fence_token").unwrap();
+    let set = "balance = balance + $1";
+    let updated = accounts.update_sqlx(&mut connection, t(20), 7_i64, set, |q| q.bind(50_i64));
+    assert_eq!(updated.await.unwrap(), 1);
+    let updated = accounts.update_sqlx(&mut connection, t(20), 7_i64, set, |q| q.bind(1_i64));
+    assert_eq!(updated.await.unwrap(), 1, "an equal token passes");
+    assert_stale(
+        accounts
+            .update_sqlx(&mut connection, t(19), 7_i64, "balance = $1", |q| {
+                q.bind(0_i64)
+            })
+            .await,
+        19,
+        20,
+    );
+    assert_eq!(balance(&db).await, 151, "a stale write changed the row");
+    let missing = accounts.update_sqlx(&mut connection, t(30), 8_i64, "balance = $1", |q| {
+        q.bind(0_i64)
+    });
+    assert_eq!(
+        missing.await.unwrap(),
+        0,
+        "no such row is not a stale token"
+    );
+    let mut transaction = pool.begin().await.unwrap();
+    let inside = accounts.update_sqlx(&mut transaction, t(21), 7_i64, "balance = $1", |q| {
+        q.bind(5_i64)
+    });
+    inside.await.unwrap();
+    transaction.commit().await.unwrap();
+    assert_eq!(balance(&db).await, 5);
+}
+
 async fn balance(db: &tokio_postgres::Client) -> i64 {
     let row = db
         .query_one("SELECT balance FROM accounts WHERE id = 7", &[])

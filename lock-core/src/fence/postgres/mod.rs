@@ -1,8 +1,10 @@
-//! Fenced writes to PostgreSQL (feature `postgres`), with tokio-postgres.
+//! Fenced writes to PostgreSQL (feature `postgres`), with tokio-postgres,
+//! or with sqlx (feature `sqlx`: [`PgFence::update_sqlx`]).
 //!
-//! tokio-postgres rather than sqlx: it is the driver sqlx-free services and
-//! deadpool/bb8 pools share, it takes plain SQL at run time (no compile-time
-//! database), and its `GenericClient` covers clients and transactions alike.
+//! tokio-postgres is what the PostgreSQL store itself runs on: it takes
+//! plain SQL at run time (no compile-time database), and its
+//! `GenericClient` covers clients and transactions alike. Services that
+//! write through sqlx use the same statements through their own pool.
 //!
 //! Add a token column to each fenced table once:
 //!
@@ -205,6 +207,102 @@ impl PgFence {
     }
 }
 
+#[cfg(feature = "sqlx")]
+impl PgFence {
+    /// [`update`](Self::update) through sqlx (feature `sqlx`), on a
+    /// connection of your pool or inside your transaction (`&mut *tx`).
+    /// `bind` binds the `$1..$n` of `set`, in order; the token and the key
+    /// are `$n+1` and `$n+2`. Returns the rows updated (0: no such row); a newer token
+    /// on the row is [`LockError::StaleToken`] and changes nothing.
+    ///
+    /// ```no_run
+    /// use lock_core::fence::postgres::PgFence;
+    ///
+    /// # async fn credit(locker: lock_core::Locker, pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+    /// let accounts = PgFence::new("accounts", "id", "fence_token")?;
+    /// let guard = locker.lock("account:7").await?;
+    /// let mut connection = pool.acquire().await?;
+    /// let updated = accounts
+    ///     .update_sqlx(&mut connection, guard.token(), 7_i64, "balance = balance + $1", |q| {
+    ///         q.bind(50_i64)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(updated, 1, "account 7 exists");
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn update_sqlx<K>(
+        &self,
+        connection: &mut sqlx::PgConnection,
+        token: FencingToken,
+        key: K,
+        set: &str,
+        bind: impl for<'q> FnOnce(PgQuery<'q>) -> PgQuery<'q>,
+    ) -> Result<u64, LockError>
+    where
+        K: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + Clone
+            + Send
+            + std::fmt::Debug,
+    {
+        let resource = format!("{}[{key:?}]", self.table);
+        let failed = |err: sqlx::Error| {
+            let unknown = matches!(err, sqlx::Error::Io(_));
+            let err = StoreError::transient(err, Applied::maybe_if(unknown));
+            LockError::from_store(&resource, Operation::FencedWrite, err)
+        };
+        let token_value = token_param(token)?;
+        // The token and the key follow the highest `$n` of `set`.
+        let statement = self.statement(set, highest_parameter(set));
+        let query = bind(sqlx::query(&statement))
+            .bind(token_value)
+            .bind(key.clone());
+        let updated = query.execute(&mut *connection).await.map_err(failed)?;
+        if updated.rows_affected() > 0 {
+            return Ok(updated.rows_affected());
+        }
+        let newest = format!(
+            "SELECT {fence} FROM {table} WHERE {key_col} = $1",
+            fence = self.fence_column,
+            table = self.table,
+            key_col = self.key_column,
+        );
+        let row: Option<(i64,)> = sqlx::query_as(&newest)
+            .bind(key)
+            .fetch_optional(&mut *connection)
+            .await
+            .map_err(failed)?;
+        match row {
+            None => Ok(0),
+            Some((newest,)) => Err(stale(
+                &resource,
+                token,
+                FencingToken::new(newest.max(0) as u64),
+            )),
+        }
+    }
+}
+
+/// The highest `$n` in `set` (0 for none).
+#[cfg(feature = "sqlx")]
+fn highest_parameter(set: &str) -> usize {
+    set.split('$')
+        .skip(1)
+        .filter_map(|rest| {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            rest[..digits].parse().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// A sqlx query on PostgreSQL, as [`PgFence::update_sqlx`]'s `bind` takes
+/// and returns it.
+#[cfg(feature = "sqlx")]
+pub type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
 impl LockGuard {
     /// Checks, inside `transaction` (feature `postgres`), that this
     /// guard's lease is still held in a PostgreSQL store in the same
@@ -276,6 +374,15 @@ mod tests {
             fence.statement("balance = $1", 1),
             "UPDATE accounts SET balance = $1, fence_token = $2 WHERE id = $3 AND fence_token <= $2"
         );
+    }
+
+    #[cfg(feature = "sqlx")]
+    #[test]
+    fn the_token_and_key_follow_the_highest_parameter_of_set() {
+        assert_eq!(highest_parameter("balance = balance + $1"), 1);
+        assert_eq!(highest_parameter("a = $2, b = $1 + $2"), 2);
+        assert_eq!(highest_parameter("touched = now()"), 0);
+        assert_eq!(highest_parameter("a = $10"), 10);
     }
 
     #[test]
