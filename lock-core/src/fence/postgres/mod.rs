@@ -34,8 +34,10 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 pub use self::transaction::PgTransaction;
+use self::transaction::postgres_error;
+#[cfg(feature = "sqlx")]
+use self::transaction::sqlx_error;
 use super::stale;
-use crate::error::{Applied, StoreError};
 use crate::error::{LockError, LossReason, Operation};
 use crate::guard::LockGuard;
 use crate::token::FencingToken;
@@ -91,12 +93,7 @@ fn token_param(token: FencingToken) -> Result<i64, LockError> {
 }
 
 fn unavailable(resource: &str, err: tokio_postgres::Error) -> LockError {
-    let unknown = err.is_closed();
-    LockError::from_store(
-        resource,
-        Operation::FencedWrite,
-        StoreError::transient(err, Applied::maybe_if(unknown)),
-    )
+    LockError::from_store(resource, Operation::FencedWrite, postgres_error(err))
 }
 
 impl PgFence {
@@ -143,6 +140,17 @@ impl PgFence {
         )
     }
 
+    /// The token on the row `$1`, read after an update found no row it
+    /// could write: none (no such row) or a newer one.
+    fn newest_statement(&self) -> String {
+        format!(
+            "SELECT {fence} FROM {table} WHERE {key_col} = $1",
+            fence = self.fence_column,
+            table = self.table,
+            key_col = self.key_column,
+        )
+    }
+
     /// `UPDATE <table> SET <set>, <fence> = token WHERE <key> = key AND
     /// <fence> <= token`. `set` uses `$1..$n` for `params`. Returns the rows
     /// updated (0: no such row); a newer token on the row is
@@ -183,12 +191,7 @@ impl PgFence {
         if updated > 0 {
             return Ok(updated);
         }
-        let newest = format!(
-            "SELECT {fence} FROM {table} WHERE {key_col} = $1",
-            fence = self.fence_column,
-            table = self.table,
-            key_col = self.key_column,
-        );
+        let newest = self.newest_statement();
         let row = client
             .query_opt(newest.as_str(), &[key])
             .await
@@ -248,11 +251,8 @@ impl PgFence {
             + std::fmt::Debug,
     {
         let resource = format!("{}[{key:?}]", self.table);
-        let failed = |err: sqlx::Error| {
-            let unknown = matches!(err, sqlx::Error::Io(_));
-            let err = StoreError::transient(err, Applied::maybe_if(unknown));
-            LockError::from_store(&resource, Operation::FencedWrite, err)
-        };
+        let failed =
+            |err| LockError::from_store(&resource, Operation::FencedWrite, sqlx_error(err));
         let token_value = token_param(token)?;
         // The token and the key follow the highest `$n` of `set`.
         let statement = self.statement(set, highest_parameter(set));
@@ -263,12 +263,7 @@ impl PgFence {
         if updated.rows_affected() > 0 {
             return Ok(updated.rows_affected());
         }
-        let newest = format!(
-            "SELECT {fence} FROM {table} WHERE {key_col} = $1",
-            fence = self.fence_column,
-            table = self.table,
-            key_col = self.key_column,
-        );
+        let newest = self.newest_statement();
         let row: Option<(i64,)> = sqlx::query_as(&newest)
             .bind(key)
             .fetch_optional(&mut *connection)

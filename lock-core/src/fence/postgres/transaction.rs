@@ -64,10 +64,7 @@ impl sealed::Sealed for &tokio_postgres::Transaction<'_> {
     {
         Box::pin(async move {
             let row = self.query_opt(statement, &[&name, &owner]).await;
-            row.map(|row| row.is_some()).map_err(|err| {
-                let unknown = err.is_closed();
-                StoreError::transient(err, Applied::maybe_if(unknown))
-            })
+            row.map(|row| row.is_some()).map_err(postgres_error)
         })
     }
 }
@@ -112,9 +109,17 @@ impl sealed::Sealed for &mut sqlx::Transaction<'_, sqlx::Postgres> {
     }
 }
 
-/// A sqlx error as the store's: a broken connection may have run it.
+/// A tokio-postgres error as the store's: a closed connection may have run
+/// the statement.
+pub(super) fn postgres_error(err: tokio_postgres::Error) -> StoreError {
+    let unknown = err.is_closed();
+    StoreError::transient(err, Applied::maybe_if(unknown))
+}
+
+/// A sqlx error as the store's: a broken connection may have run the
+/// statement.
 #[cfg(feature = "sqlx")]
-fn sqlx_error(err: sqlx::Error) -> StoreError {
-    let unknown = matches!(err, sqlx::Error::Io(_) | sqlx::Error::PoolClosed);
+pub(super) fn sqlx_error(err: sqlx::Error) -> StoreError {
+    let unknown = matches!(err, sqlx::Error::Io(_));
     StoreError::transient(err, Applied::maybe_if(unknown))
 }
