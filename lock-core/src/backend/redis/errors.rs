@@ -68,7 +68,7 @@ impl From<redis::RedisError> for StoreError {
 
 /// A Redis error as a cause. Its own cause is left out where it only repeats
 /// its message, as an I/O error's does: a chain printed cause by cause then
-/// names "connection refused" bounded.
+/// names "connection refused" once.
 #[derive(Debug)]
 struct RedisCause(redis::RedisError);
 

@@ -223,12 +223,7 @@ impl RedLockBackend {
 
 /// A random wait below `bound` and [`SPLIT_VOTE_DELAY`].
 fn split_vote_delay(bound: Duration) -> Duration {
-    let mut bytes = [0; 4];
-    let share = match getrandom::fill(&mut bytes) {
-        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
-        Err(_) => 0.5,
-    };
-    bound.min(SPLIT_VOTE_DELAY).mul_f64(share)
+    bound.min(SPLIT_VOTE_DELAY).mul_f64(fastrand::f64())
 }
 
 impl LockStore for RedLockBackend {

@@ -9,7 +9,7 @@ use zookeeper_client::Error;
 use crate::error::{Applied, Refusal, StoreError};
 
 /// Awaits `request` for at most `timeout`, its failure as a
-/// [`StoreError`] ([`StoreError::within`]).
+/// [`StoreError`] ([`StoreError::bounded`]).
 pub(super) async fn bounded<T>(
     timeout: Duration,
     writes: bool,

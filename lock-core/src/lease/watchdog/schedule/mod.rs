@@ -81,7 +81,7 @@ struct Entry {
 
 /// Where an entry sits in a timetable: its shard, slot and stamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FairPlace {
+pub(crate) struct Place {
     shard: usize,
     slot: usize,
     stamp: u64,
@@ -96,7 +96,7 @@ pub(crate) enum Control {
     /// through the entry, broken when the lease's watchdog starts or
     /// stops: a guard leaked with `mem::forget` keeps it); its runner ends
     /// when it is gone.
-    Scheduled(Arc<Timetable>, FairPlace),
+    Scheduled(Arc<Timetable>, Place),
     /// Its task is running.
     Running(AbortHandle),
     #[default]
@@ -225,7 +225,7 @@ impl Timetable {
                 match &table.slots[slot] {
                     Some(entry) if entry.due <= now => {
                         let stamp = entry.stamp;
-                        due.extend(table.take(FairPlace { shard, slot, stamp }));
+                        due.extend(table.take(Place { shard, slot, stamp }));
                     }
                     Some(entry) => {
                         earliest = Some(earliest.map_or(entry.due, |e| e.min(entry.due)));
@@ -256,7 +256,7 @@ impl Timetable {
 
 impl Table {
     /// Enters `lease`, due at `due`, in a free slot of this shard.
-    fn put(&mut self, shard: usize, due: Instant, lease: Arc<LeaseState>, plan: Plan) -> FairPlace {
+    fn put(&mut self, shard: usize, due: Instant, lease: Arc<LeaseState>, plan: Plan) -> Place {
         let stamp = self.next_stamp;
         self.next_stamp += 1;
         let entry = Some(Entry {
@@ -276,11 +276,11 @@ impl Table {
             }
         };
         self.filled += 1;
-        FairPlace { shard, slot, stamp }
+        Place { shard, slot, stamp }
     }
 
     /// Takes out the entry at `place`, if it is still there.
-    fn take(&mut self, place: FairPlace) -> Option<Entry> {
+    fn take(&mut self, place: Place) -> Option<Entry> {
         let slot = self.slots.get_mut(place.slot)?;
         if slot.as_ref().is_none_or(|entry| entry.stamp != place.stamp) {
             return None;
