@@ -9,13 +9,14 @@
 //! ```
 //!
 //! `schema` prints, without reaching any store, the PostgreSQL DDL of the
-//! namespace's tables and the grants a role needs to lock with them: for
-//! databases whose schema changes a DBA runs (the Locker then finds the
-//! tables and makes none).
+//! namespace's tables and the grants a role needs to lock with them (with
+//! `--mysql DATABASE`, built with `--features mysql`: MySQL's, for that
+//! database): for databases whose schema changes a DBA runs (the Locker
+//! then finds the tables and makes none).
 //!
 //! The store is `--url` (any `Locker::connect` URL: `redis://`,
-//! `rediss://`, `redis+sentinel://`, `redis+cluster://`, `postgres://`; `etcd://` and
-//! `zk://` when built with `--features etcd,zookeeper`), else `LOCK_URL`,
+//! `rediss://`, `redis+sentinel://`, `redis+cluster://`, `postgres://`; `etcd://`,
+//! `zk://` and `mysql://` when built with `--features etcd,zookeeper,mysql`), else `LOCK_URL`,
 //! else `REDIS_URL`. `lockctl --help` and `lockctl <command> --help` say
 //! more. Exit status: 0 done, 1 the store failed, 2 bad usage (a
 //! `release` without `--force` too).
@@ -68,9 +69,13 @@ enum Command {
     /// Prints the PostgreSQL DDL of the namespace's tables and the grants a
     /// role needs to lock with them, without reaching any store.
     Schema {
-        /// The role that will lock.
+        /// The role that will lock (for MySQL: `user` or `user@host`).
         #[arg(long)]
         role: String,
+        /// MySQL's DDL and grants instead, for the tables in DATABASE.
+        #[cfg(feature = "mysql")]
+        #[arg(long, value_name = "DATABASE")]
+        mysql: Option<String>,
     },
 }
 
@@ -141,8 +146,18 @@ async fn main() -> ExitCode {
         eprintln!("release breaks the lock of whoever holds it: add --force");
         return ExitCode::from(2);
     }
-    if let Command::Schema { role } = &args.command {
-        return match lock_core::backend::PostgresBackend::schema_sql(&args.namespace, role) {
+    if let Command::Schema { role, .. } = &args.command {
+        #[cfg(feature = "mysql")]
+        let printed = match &args.command {
+            Command::Schema {
+                mysql: Some(database),
+                ..
+            } => lock_core::backend::MysqlBackend::schema_sql(&args.namespace, database, role),
+            _ => lock_core::backend::PostgresBackend::schema_sql(&args.namespace, role),
+        };
+        #[cfg(not(feature = "mysql"))]
+        let printed = lock_core::backend::PostgresBackend::schema_sql(&args.namespace, role);
+        return match printed {
             Ok((ddl, grants)) => {
                 println!("{ddl}\n{grants}");
                 ExitCode::SUCCESS

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 #[cfg(feature = "etcd")]
 use crate::backend::EtcdBackend;
+#[cfg(feature = "mysql")]
+use crate::backend::MysqlBackend;
 #[cfg(feature = "postgres")]
 use crate::backend::PostgresBackend;
 #[cfg(feature = "zookeeper")]
@@ -59,7 +61,9 @@ impl LockerBuilder {
     /// - `zk://host:port[,host:port...][/chroot]`: ZooKeeper, as
     ///   `zookeeper` (feature `zookeeper`);
     /// - `postgres://` or `postgresql://`: PostgreSQL, as `postgres`
-    ///   (feature `postgres`).
+    ///   (feature `postgres`);
+    /// - `mysql://` or `mariadb://`: MySQL or MariaDB, as `mysql` (feature
+    ///   `mysql`).
     ///
     /// Another scheme, or one whose feature is off, is
     /// [`UnsupportedScheme`](LockError::UnsupportedScheme).
@@ -77,7 +81,10 @@ impl LockerBuilder {
         let Some((scheme, _)) = url.split_once("://") else {
             let source = StoreError::refused(
                 Refusal::InvalidUrl,
-                format!("`{url}` names no scheme: write redis://, etcd://, zk:// or postgres://"),
+                format!(
+                    "`{url}` names no scheme: write redis://, etcd://, zk://, postgres:// or \
+                     mysql://"
+                ),
             );
             return Err(LockError::InvalidUrl { source });
         };
@@ -85,6 +92,7 @@ impl LockerBuilder {
             "etcd" => self.etcd_url(url).await,
             "zk" => self.zookeeper_url(url).await,
             "postgres" | "postgresql" => self.postgres_url(url).await,
+            "mysql" | "mariadb" => self.mysql_url(url).await,
             _ if scheme.starts_with("redis") => self.redis_url(url).await,
             _ => {
                 let source = StoreError::refused(
@@ -233,6 +241,54 @@ impl LockerBuilder {
     #[cfg(not(feature = "postgres"))]
     async fn postgres_url(self, _url: &str) -> Result<Locker, LockError> {
         Err(feature_off("postgres", "postgres"))
+    }
+
+    /// A Locker on the MySQL (8.0 and later) or MariaDB (10.6 and later)
+    /// database `url` names (`mysql://[user[:password]@]host[:port]/database`):
+    /// leases are rows of tables named after the namespace, made on first
+    /// connect (see [`MysqlBackend`](crate::backend::MysqlBackend)). Keeps
+    /// every kind of lock.
+    ///
+    /// Errors as [`postgres`](Self::postgres): a wrong password is
+    /// [`AuthenticationFailed`](LockError::AuthenticationFailed), a missing
+    /// one [`PasswordRequired`](LockError::PasswordRequired), a missing
+    /// database [`InvalidUrl`](LockError::InvalidUrl), a user without the
+    /// rights [`PermissionDenied`](LockError::PermissionDenied), tables of
+    /// another format [`UnknownFormat`](LockError::UnknownFormat).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::LockError> {
+    /// let locker = lock_core::Locker::builder()
+    ///     .mysql("mysql://app:secret@db.internal/app")
+    ///     .await?;
+    /// # let _ = locker;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "mysql")]
+    pub async fn mysql(self, url: &str) -> Result<Locker, LockError> {
+        let config = self.validated()?;
+        let longest = MysqlBackend::MAX_NAMESPACE_LEN;
+        if config.namespace.len() > longest {
+            let why = format!("a MySQL store's table names leave it at most {longest} bytes");
+            return Err(LockError::invalid_config("namespace", why));
+        }
+        let url = match url.strip_prefix("mariadb://") {
+            Some(rest) => format!("mysql://{rest}"),
+            None => url.to_owned(),
+        };
+        let connect = MysqlBackend::connect(&url, &config.namespace, config.timeout).await;
+        Self::checked(connect, config).await
+    }
+
+    #[cfg(feature = "mysql")]
+    async fn mysql_url(self, url: &str) -> Result<Locker, LockError> {
+        self.mysql(url).await
+    }
+
+    #[cfg(not(feature = "mysql"))]
+    async fn mysql_url(self, _url: &str) -> Result<Locker, LockError> {
+        Err(feature_off("mysql", "mysql"))
     }
 
     /// The store at `LOCK_URL` when it is set (any scheme
@@ -397,7 +453,8 @@ impl LockerBuilder {
             feature = "redis",
             feature = "etcd",
             feature = "zookeeper",
-            feature = "postgres"
+            feature = "postgres",
+            feature = "mysql"
         )),
         allow(dead_code)
     )]
@@ -429,7 +486,8 @@ impl LockerBuilder {
 #[cfg(any(
     not(feature = "etcd"),
     not(feature = "zookeeper"),
-    not(feature = "postgres")
+    not(feature = "postgres"),
+    not(feature = "mysql")
 ))]
 fn feature_off(scheme: &str, feature: &str) -> LockError {
     let source = StoreError::refused(

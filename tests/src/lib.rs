@@ -8,7 +8,7 @@
 //!
 //! If `redis-server` is missing, starting one panics with the command that
 //! installs it. The kit also starts Redis Sentinel and Cluster deployments,
-//! PostgreSQL (also behind a [`PgBouncer`]), etcd members ([`EtcdServer`]) and ZooKeeper servers
+//! PostgreSQL (also behind a [`PgBouncer`]), MariaDB ([`MysqlServer`]), etcd members ([`EtcdServer`]) and ZooKeeper servers
 //! ([`ZooKeeperServer`]) the same way.
 
 pub mod campaign_history;
@@ -16,6 +16,7 @@ mod clock_shift;
 mod cluster;
 mod etcd;
 pub mod history;
+mod mysql;
 pub mod nemesis;
 mod pgbouncer;
 mod ports;
@@ -32,6 +33,7 @@ mod zookeeper;
 pub use clock_shift::ClockShift;
 pub use cluster::ClusterSet;
 pub use etcd::EtcdServer;
+pub use mysql::{MYSQL_DATABASE, MysqlServer};
 pub use pgbouncer::PgBouncer;
 use ports::{free_port, free_ports};
 pub use postgres::PostgresServer;
@@ -45,7 +47,7 @@ pub use server::{
 };
 #[cfg(feature = "stores")]
 pub use store::{
-    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, postgres_live_leases,
-    release_channel, token_record, zookeeper_client,
+    Counting, TestStore, assert_lost, error_chain, etcd_client, etcd_keys, mysql_live_leases,
+    postgres_live_leases, release_channel, token_record, zookeeper_client,
 };
 pub use zookeeper::{QuorumLinks, ZooKeeperServer};

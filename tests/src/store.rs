@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use lock_core::LockKind;
 use lock_core::backend::{
-    Attempt, EtcdBackend, MemoryBackend, PostgresBackend, RedLockBackend, RedisBackend,
-    ReleaseSignal, StoreFuture, ZooKeeperBackend,
+    Attempt, EtcdBackend, MemoryBackend, MysqlBackend, PostgresBackend, RedLockBackend,
+    RedisBackend, ReleaseSignal, StoreFuture, ZooKeeperBackend,
 };
 use lock_core::backend::{LockStore, Pattern, StoredKeys};
 use lock_core::{ForceReleased, Inspection, LockError, Locker, LockerBuilder, StoreError};
 
 use crate::{
-    ClusterSet, EtcdServer, PgBouncer, PostgresServer, RedisServer, SentinelSet, ZooKeeperServer,
+    ClusterSet, EtcdServer, MysqlServer, PgBouncer, PostgresServer, RedisServer, SentinelSet,
+    ZooKeeperServer,
 };
 
 /// A store under test.
@@ -42,6 +43,8 @@ pub enum TestStore {
     /// PgBouncer, the Lockers listening for releases on a direct
     /// connection (`listen_url`).
     PgBouncer(PgBouncer),
+    /// A MariaDB server from the kit (leases in tables `lock_*`).
+    Mysql(MysqlServer),
 }
 
 impl TestStore {
@@ -98,6 +101,15 @@ impl TestStore {
         TestStore::PgBouncer(PgBouncer::start())
     }
 
+    /// A fresh MariaDB server.
+    pub fn mysql() -> Self {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        TestStore::Mysql(MysqlServer::start())
+    }
+
     /// The PostgreSQL server that keeps the leases, if the store is one.
     pub fn postgres_server(&self) -> Option<&PostgresServer> {
         match self {
@@ -135,6 +147,7 @@ impl TestStore {
             TestStore::ZooKeeper(server) => ZooKeeperServer::url(std::slice::from_ref(server)),
             TestStore::Postgres(server) => server.postgres_url(),
             TestStore::PgBouncer(bouncer) => bouncer.listening_url(),
+            TestStore::Mysql(server) => server.mysql_url(),
         };
         Some((url, None))
     }
@@ -156,7 +169,8 @@ impl TestStore {
             | TestStore::Etcd(_)
             | TestStore::ZooKeeper(_)
             | TestStore::Postgres(_)
-            | TestStore::PgBouncer(_) => vec![],
+            | TestStore::PgBouncer(_)
+            | TestStore::Mysql(_) => vec![],
         }
     }
 
@@ -176,6 +190,10 @@ impl TestStore {
             }) => {
                 let left = postgres_live_leases(server).await;
                 assert!(left.is_empty(), "live leases left in PostgreSQL: {left:?}");
+            }
+            TestStore::Mysql(server) => {
+                let left = mysql_live_leases(server);
+                assert!(left.is_empty(), "live leases left in MariaDB: {left:?}");
             }
             // Replicas follow their masters a moment later: the masters say
             // what the store keeps.
@@ -247,6 +265,11 @@ impl TestStore {
                     .await
                     .expect("connect through the test PgBouncer"),
             ),
+            TestStore::Mysql(server) => Arc::new(
+                MysqlBackend::connect(&server.mysql_url(), "lock", Duration::from_secs(2))
+                    .await
+                    .expect("connect to the test MariaDB"),
+            ),
             TestStore::RedLock(masters) => {
                 let urls: Vec<String> = masters.iter().map(RedisServer::url).collect();
                 let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
@@ -301,6 +324,24 @@ impl TestStore {
                 let names = names_of_every_kind(&keys).to_vec();
                 let removed = client.query_one(steal, &[&names]).await;
                 let removed: i64 = removed.expect("delete in PostgreSQL").get(0);
+                assert!(removed >= 1, "no lease to delete");
+            }
+            TestStore::Mysql(server) => {
+                let names: Vec<String> = names_of_every_kind(&keys)
+                    .iter()
+                    .map(|name| format!("'{}'", name.replace('\\', "\\\\").replace('\'', "''")))
+                    .collect();
+                let names = names.join(", ");
+                let steal = format!(
+                    "DELETE FROM lock_leases WHERE name IN ({names}) AND owner <> ''; \
+                     SELECT ROW_COUNT(); DELETE FROM lock_holders WHERE name IN ({names}); \
+                     SELECT ROW_COUNT();"
+                );
+                let told = server.sql_as_root(&steal).expect("delete in MariaDB");
+                let removed: i64 = told
+                    .lines()
+                    .filter_map(|n| n.trim().parse::<i64>().ok())
+                    .sum();
                 assert!(removed >= 1, "no lease to delete");
             }
             TestStore::Etcd(member) => {
@@ -360,6 +401,16 @@ pub async fn postgres_live_leases(server: &PostgresServer) -> Vec<String> {
     let rows = server.client().await.query(live, &[]).await;
     rows.map(|rows| rows.iter().map(|row| row.get(0)).collect())
         .unwrap_or_default()
+}
+
+/// The live leases and holders in the MariaDB of `server` (tables
+/// `lock_*`), by name.
+pub fn mysql_live_leases(server: &MysqlServer) -> Vec<String> {
+    let live = "SELECT name FROM lock_leases WHERE expires > UTC_TIMESTAMP(6) \
+                UNION ALL SELECT CONCAT(name, ' ', owner) FROM lock_holders \
+                WHERE expires > UTC_TIMESTAMP(6)";
+    let told = server.sql_as_root(live).unwrap_or_default();
+    told.lines().map(str::to_owned).collect()
 }
 
 async fn zookeeper_empties(server: &ZooKeeperServer) {

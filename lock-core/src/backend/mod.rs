@@ -18,7 +18,11 @@ mod backoff;
 mod etcd;
 pub(crate) mod key_shards;
 mod lock_store;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod lock_tables;
 pub mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "etcd", feature = "zookeeper"))]
@@ -30,6 +34,8 @@ mod redlock;
 mod release_signal;
 mod store_future;
 pub(crate) mod stored_keys;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sweep;
 #[cfg(feature = "zookeeper")]
 mod zookeeper;
 
@@ -39,6 +45,8 @@ pub(crate) use self::backoff::{Backoff, release_until};
 pub use self::etcd::EtcdBackend;
 pub use self::lock_store::LockStore;
 pub use self::memory::MemoryBackend;
+#[cfg(feature = "mysql")]
+pub use self::mysql::MysqlBackend;
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresBackend;
 #[cfg(feature = "redis")]

@@ -1,7 +1,7 @@
 //! Integration tests of lock-core against real servers the test kit starts:
 //! the conformance suite on every store (memory, Redis alone, over TLS,
-//! under Sentinel, as a Cluster, RedLock, etcd, ZooKeeper, PostgreSQL and
-//! PgBouncer), and each store's own tests.
+//! under Sentinel, as a Cluster, RedLock, etcd, ZooKeeper, PostgreSQL,
+//! PgBouncer and MariaDB), and each store's own tests.
 
 mod access;
 mod api;
@@ -15,6 +15,7 @@ mod healing;
 mod history;
 mod macros;
 mod metrics;
+mod mysql;
 mod postgres;
 mod processes;
 mod redis_only;
@@ -38,6 +39,7 @@ macro_rules! on_every_backend {
         on_stores!(zookeeper_backend, zookeeper, $($plain,)* $($family,)*);
         on_stores!(postgres_backend, postgres, $($plain,)* $($family,)*);
         on_stores!(pgbouncer_backend, pgbouncer, $($plain,)* $($family,)*);
+        on_stores!(mysql_backend, mysql, $($plain,)* $($family,)*);
     };
 }
 

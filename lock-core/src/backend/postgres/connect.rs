@@ -134,7 +134,13 @@ impl PostgresBackend {
             pooled: settings.pooled,
         };
         let statements = Statements::of(&schema);
-        let sweep = super::sweep::start(connections.clone(), schema.sweep());
+        let sweep = {
+            let (connections, sql) = (connections.clone(), std::sync::Arc::new(schema.sweep()));
+            crate::backend::sweep::start("PostgreSQL", move || {
+                let (connections, sql) = (connections.clone(), sql.clone());
+                async move { connections.query(&sql, &[], true).await.map(drop) }
+            })
+        };
         Ok(PostgresBackend {
             connections,
             statements,

@@ -12,7 +12,6 @@ mod errors;
 mod listen;
 mod poll;
 mod schema;
-mod sweep;
 mod transport;
 
 use std::time::Duration;
@@ -23,12 +22,14 @@ use self::errors::{bounded, store_error};
 use self::listen::Listener;
 use self::poll::Poll;
 use self::schema::{Schema, Sql};
+use super::lock_tables::{
+    Inspected, Taken, from_millis, millis, mode_of, name_of, other_kinds, token_of,
+};
 use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
-use crate::token::FencingToken;
 
 /// Leases in PostgreSQL: one row per held lock in the table `leases` of
 /// the schema named after the namespace, over a small pool of connections
@@ -65,7 +66,7 @@ pub struct PostgresBackend {
     description: String,
     statements: Statements,
     /// Ends the sweep with the backend.
-    _sweep: sweep::Sweep,
+    _sweep: super::sweep::Sweep,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -148,20 +149,6 @@ impl Statements {
     }
 }
 
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
-}
-
-/// A duration the server gave in milliseconds (none below zero).
-fn from_millis(ms: i64) -> Duration {
-    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-}
-
-/// A token the server gave (the sequence starts at 1).
-fn token_of(token: i64) -> FencingToken {
-    FencingToken::new(u64::try_from(token).unwrap_or(0))
-}
-
 /// Column `index` of `row`, as `T`. A row that does not read came after
 /// the statement ran, so what it did is unknown (a grant is undone by owner
 /// value).
@@ -210,7 +197,7 @@ impl LockStore for PostgresBackend {
         ttl: Duration,
     ) -> StoreFuture<'a, Result<Attempt, StoreError>> {
         StoreFuture::new(async move {
-            let Some((mode, size)) = mode_of(kind)? else {
+            let Some((mode, size)) = mode_of(kind, "PostgreSQL")? else {
                 return self.acquire_lease(keys, owner, ttl).await;
             };
             let name = keys.of_kind(kind);
@@ -224,28 +211,14 @@ impl LockStore for PostgresBackend {
             let row = rows
                 .first()
                 .ok_or_else(|| StoreError::not_applied("take answered no row"))?;
-            let token: Option<i64> = column(row, 0)?;
-            let place: Option<i32> = column(row, 1)?;
-            let wait: Option<i64> = column(row, 2)?;
-            let queued: bool = column(row, 3)?;
-            let stored: Option<i32> = column(row, 4)?;
-            if let (Some(stored), LockKind::Permit { of } | LockKind::Segment { of }) =
-                (stored, kind)
-            {
-                let what = if mode == "s" { "segments" } else { "permits" };
-                let stored = u32::try_from(stored).unwrap_or(0);
-                return Err(StoreError::size_disagrees(what, of, stored));
-            }
-            let remaining = wait.map(from_millis);
-            Ok(match (token, place) {
-                (Some(token), Some(place)) if mode == "s" => {
-                    let grant = Grant::new(token_of(token), ttl);
-                    Attempt::Acquired(grant.with_segment(u32::try_from(place).unwrap_or(0)))
-                }
-                (Some(token), _) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
-                (None, _) if queued => Attempt::Queued { remaining },
-                (None, _) => Attempt::Held { remaining },
-            })
+            let taken = Taken {
+                token: column(row, 0)?,
+                place: column::<Option<i32>>(row, 1)?.map(i64::from),
+                wait: column(row, 2)?,
+                queued: column(row, 3)?,
+                stored: column::<Option<i32>>(row, 4)?.map(i64::from),
+            };
+            taken.attempt(kind, mode, ttl)
         })
     }
 
@@ -385,38 +358,9 @@ impl PostgresBackend {
     }
 }
 
-/// The stored name of the lock of `kind` on the key: the plain lock's
-/// borrowed, with no copy on its renewals and releases.
-fn name_of(keys: &StoredKeys, kind: LockKind) -> std::borrow::Cow<'_, str> {
-    match kind {
-        LockKind::Exclusive => std::borrow::Cow::Borrowed(keys.lease()),
-        _ => std::borrow::Cow::Owned(keys.of_kind(kind)),
-    }
-}
-
-/// How `take` names `kind`: its mode and its number of permits or
-/// segments; `None` for the plain lock, which has a table of its own.
-fn mode_of(kind: LockKind) -> Result<Option<(&'static str, i32)>, StoreError> {
-    let (mode, size) = match kind {
-        LockKind::Exclusive => return Ok(None),
-        LockKind::Fair => ("f", 0),
-        LockKind::Read => ("r", 0),
-        LockKind::Write => ("w", 0),
-        LockKind::Permit { of } => ("p", of),
-        LockKind::Segment { of } => ("s", of),
-    };
-    let size = i32::try_from(size).map_err(|_| {
-        StoreError::permanent(format!(
-            "a PostgreSQL store keeps at most {} permits or segments per key, not {size}",
-            i32::MAX
-        ))
-    })?;
-    Ok(Some((mode, size)))
-}
-
 impl PostgresBackend {
     pub(super) async fn inspection_of(&self, keys: &StoredKeys) -> Result<Inspection, StoreError> {
-        let others = other_kinds(keys);
+        let others = other_kinds(keys).to_vec();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&keys.lease(), &others];
         let rows = self
             .connections
@@ -425,29 +369,19 @@ impl PostgresBackend {
         let mut inspection = Inspection::new(keys.user());
         let mut waiters = 0;
         for row in &rows {
-            let mode: String = column(row, 0)?;
-            let owner: String = column(row, 1)?;
-            let token: i64 = column(row, 2)?;
-            let size = u32::try_from(column::<i32>(row, 6)?).unwrap_or(0);
-            let kind = match mode.as_str() {
-                "f" => LockKind::Fair,
-                "r" => LockKind::Read,
-                "w" => LockKind::Write,
-                "p" => LockKind::Permit { of: size },
-                "s" => LockKind::Segment { of: size },
-                _ => LockKind::Exclusive,
+            let inspected = Inspected {
+                mode: column(row, 0)?,
+                owner: column(row, 1)?,
+                token: column(row, 2)?,
+                remaining_ms: column(row, 3)?,
+                age_ms: column(row, 4)?,
+                segment: column::<i32>(row, 5)?.into(),
+                size: column::<i32>(row, 6)?.into(),
             };
-            if token == 0 {
-                waiters += 1;
-                continue;
+            match inspected.holder() {
+                Some(holder) => inspection.holders.push(holder),
+                None => waiters += 1,
             }
-            let mut holder = Holder::new(kind, owner, token_of(token))
-                .remaining(from_millis(column(row, 3)?))
-                .age(from_millis(column(row, 4)?));
-            if mode == "s" {
-                holder = holder.segment(u32::try_from(column::<i32>(row, 5)?).unwrap_or(0));
-            }
-            inspection.holders.push(holder);
         }
         inspection.waiters = Some(waiters);
         Ok(inspection)
@@ -495,7 +429,7 @@ impl PostgresBackend {
         &self,
         keys: &StoredKeys,
     ) -> Result<ForceReleased, StoreError> {
-        let others = other_kinds(keys);
+        let others = other_kinds(keys).to_vec();
         let rows = self
             .connections
             .query(
@@ -510,16 +444,4 @@ impl PostgresBackend {
         let removed = usize::try_from(column::<i64>(row, 0)?).unwrap_or(0);
         Ok(ForceReleased::new(removed, Some(token_of(column(row, 1)?))))
     }
-}
-
-/// The names of the key's locks of the kinds kept in `holders`.
-fn other_kinds(keys: &StoredKeys) -> Vec<String> {
-    [
-        LockKind::Fair,
-        LockKind::Write,
-        LockKind::Permit { of: 1 },
-        LockKind::Segment { of: 1 },
-    ]
-    .map(|kind| keys.of_kind(kind))
-    .to_vec()
 }

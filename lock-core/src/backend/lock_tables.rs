@@ -1,0 +1,151 @@
+//! What the two SQL stores (PostgreSQL, MySQL) share: how each kind of
+//! lock is named and told apart in their tables, and how their answers in
+//! milliseconds and numbers become the vocabulary of the store boundary.
+//! Both keep the plain lock in a table of its own and the other kinds as
+//! rows of holders and queue entries with a one-letter mode.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use super::{Attempt, Grant, StoredKeys};
+use crate::error::StoreError;
+use crate::inspect::Holder;
+use crate::kind::LockKind;
+use crate::token::FencingToken;
+
+/// A ttl in whole milliseconds, at least 1.
+pub(super) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1)
+}
+
+/// A duration the server gave in milliseconds (none below zero).
+pub(super) fn from_millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A token the server gave (its counter starts at 1).
+pub(super) fn token_of(token: i64) -> FencingToken {
+    FencingToken::new(u64::try_from(token).unwrap_or(0))
+}
+
+/// The stored name of the lock of `kind` on the key: the plain lock's
+/// borrowed, with no copy on its renewals and releases.
+pub(super) fn name_of(keys: &StoredKeys, kind: LockKind) -> Cow<'_, str> {
+    match kind {
+        LockKind::Exclusive => Cow::Borrowed(keys.lease()),
+        _ => Cow::Owned(keys.of_kind(kind)),
+    }
+}
+
+/// How the holders' table names `kind`: its mode and its number of permits
+/// or segments; `None` for the plain lock, which has a table of its own.
+/// `store` names the store in the refusal of a size its column cannot hold.
+pub(super) fn mode_of(
+    kind: LockKind,
+    store: &str,
+) -> Result<Option<(&'static str, i32)>, StoreError> {
+    let (mode, size) = match kind {
+        LockKind::Exclusive => return Ok(None),
+        LockKind::Fair => ("f", 0),
+        LockKind::Read => ("r", 0),
+        LockKind::Write => ("w", 0),
+        LockKind::Permit { of } => ("p", of),
+        LockKind::Segment { of } => ("s", of),
+    };
+    let size = i32::try_from(size).map_err(|_| {
+        StoreError::permanent(format!(
+            "a {store} store keeps at most {} permits or segments per key, not {size}",
+            i32::MAX
+        ))
+    })?;
+    Ok(Some((mode, size)))
+}
+
+/// The names of the key's locks of the kinds kept as holders' rows: fair,
+/// read-write, permits, segments.
+pub(super) fn other_kinds(keys: &StoredKeys) -> [String; 4] {
+    [
+        LockKind::Fair,
+        LockKind::Write,
+        LockKind::Permit { of: 1 },
+        LockKind::Segment { of: 1 },
+    ]
+    .map(|kind| keys.of_kind(kind))
+}
+
+/// What a `take` answered for a lock of `kind` in `mode`, asked for `ttl`:
+/// a token (and a segment `place`), or ask again within `wait` ms, with a
+/// queue entry kept if `queued`; `stored` alone: the holders use that
+/// number of permits or segments.
+pub(super) struct Taken {
+    pub(super) token: Option<i64>,
+    pub(super) place: Option<i64>,
+    pub(super) wait: Option<i64>,
+    pub(super) queued: bool,
+    pub(super) stored: Option<i64>,
+}
+
+impl Taken {
+    /// The attempt this answer is.
+    pub(super) fn attempt(
+        self,
+        kind: LockKind,
+        mode: &str,
+        ttl: Duration,
+    ) -> Result<Attempt, StoreError> {
+        if let (Some(stored), LockKind::Permit { of } | LockKind::Segment { of }) =
+            (self.stored, kind)
+        {
+            let what = if mode == "s" { "segments" } else { "permits" };
+            let stored = u32::try_from(stored).unwrap_or(0);
+            return Err(StoreError::size_disagrees(what, of, stored));
+        }
+        let remaining = self.wait.map(from_millis);
+        Ok(match (self.token, self.place) {
+            (Some(token), Some(place)) if mode == "s" => {
+                let grant = Grant::new(token_of(token), ttl);
+                Attempt::Acquired(grant.with_segment(u32::try_from(place).unwrap_or(0)))
+            }
+            (Some(token), _) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
+            (None, _) if self.queued => Attempt::Queued { remaining },
+            (None, _) => Attempt::Held { remaining },
+        })
+    }
+}
+
+/// One row of an inspection: its mode (`x` for the plain lock), owner,
+/// token (0 for a queue entry), ms left, ms since taken, segment and size.
+pub(super) struct Inspected {
+    pub(super) mode: String,
+    pub(super) owner: String,
+    pub(super) token: i64,
+    pub(super) remaining_ms: i64,
+    pub(super) age_ms: i64,
+    pub(super) segment: i64,
+    pub(super) size: i64,
+}
+
+impl Inspected {
+    /// The holder this row is, or `None` for a queue entry.
+    pub(super) fn holder(self) -> Option<Holder> {
+        if self.token == 0 {
+            return None;
+        }
+        let size = u32::try_from(self.size).unwrap_or(0);
+        let kind = match self.mode.as_str() {
+            "f" => LockKind::Fair,
+            "r" => LockKind::Read,
+            "w" => LockKind::Write,
+            "p" => LockKind::Permit { of: size },
+            "s" => LockKind::Segment { of: size },
+            _ => LockKind::Exclusive,
+        };
+        let mut holder = Holder::new(kind, self.owner, token_of(self.token))
+            .remaining(from_millis(self.remaining_ms))
+            .age(from_millis(self.age_ms));
+        if self.mode == "s" {
+            holder = holder.segment(u32::try_from(self.segment).unwrap_or(0));
+        }
+        Some(holder)
+    }
+}
