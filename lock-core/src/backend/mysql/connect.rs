@@ -82,6 +82,16 @@ impl MysqlBackend {
     /// `mysql` client, and the grants the user `role` (`name` or
     /// `name@host`) then needs to lock in `database`: for databases whose
     /// schema changes are run by hand (`lockctl schema`).
+    ///
+    /// ```
+    /// use lock_core::backend::MysqlBackend;
+    ///
+    /// let (ddl, grants) = MysqlBackend::schema_sql("lock", "app", "locker")?;
+    /// assert!(ddl.contains("CREATE TABLE IF NOT EXISTS `lock_leases`"));
+    /// assert!(ddl.contains("DELIMITER //")); // for the `mysql` client
+    /// assert!(grants.contains("ON `app`.`lock_leases` TO 'locker';"));
+    /// # Ok::<(), lock_core::StoreError>(())
+    /// ```
     pub fn schema_sql(
         namespace: &str,
         database: &str,

@@ -206,9 +206,28 @@ fn first<'r>(rows: &'r [MySqlRow], what: &str) -> Result<&'r MySqlRow, StoreErro
 impl MysqlBackend {
     /// The longest namespace a MySQL store takes: the namespace starts
     /// every table's and procedure's name, and MySQL keeps 64 characters.
+    ///
+    /// ```
+    /// use lock_core::backend::MysqlBackend;
+    ///
+    /// // `<namespace>_force_release_all` is the longest name.
+    /// assert_eq!(MysqlBackend::MAX_NAMESPACE_LEN, 46);
+    /// ```
     pub const MAX_NAMESPACE_LEN: usize = schema::MAX_NAMESPACE_LEN;
 
     /// The namespace, which names the tables.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_core::StoreError> {
+    /// use lock_core::backend::MysqlBackend;
+    /// use std::time::Duration;
+    ///
+    /// let url = "mysql://app:secret@db.internal/app";
+    /// let backend = MysqlBackend::connect(url, "orders", Duration::from_secs(2)).await?;
+    /// assert_eq!(backend.namespace(), "orders"); // tables `orders_leases`, ...
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn namespace(&self) -> &str {
         &self.schema.name
     }
