@@ -170,7 +170,9 @@ async fn statements(admin: &MySqlPool) -> i64 {
 /// Nanoseconds the server's threads have run so far.
 fn cpu_ns(server: &MysqlServer) -> u64 {
     let Some(pid) = server.pid() else { return 0 };
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten();
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
     threads
         .flatten()
         .filter_map(|thread| {
