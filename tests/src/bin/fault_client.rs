@@ -68,6 +68,29 @@ async fn fence(data_url: &str) -> RedisFence<redis::aio::MultiplexedConnection> 
     RedisFence::new(conn)
 }
 
+/// Connects as a service starts: a connect that the loaded machine let
+/// run past `timeout` (an outcome-unknown `Unavailable`) is tried again,
+/// for up to 30 s. The scenarios' faults come after the clients are up.
+async fn connect(url: &str, ttl: Duration, timeout: Duration) -> Locker {
+    let started = std::time::Instant::now();
+    loop {
+        match Locker::builder()
+            .ttl(ttl)
+            .timeout(timeout)
+            .connect(url)
+            .await
+        {
+            Ok(locker) => return locker,
+            Err(LockError::Unavailable { source, .. })
+                if source.outcome_unknown() && started.elapsed() < Duration::from_secs(30) =>
+            {
+                continue;
+            }
+            Err(error) => panic!("lock server: {error:?}"),
+        }
+    }
+}
+
 async fn worker(args: &[String]) {
     let [url, data_url, id, keys, ops, ttl, work] = args else {
         panic!("worker <lock-url> <data-url> <id> <keys> <ops> <ttl-ms> <work-ms>");
@@ -79,12 +102,7 @@ async fn worker(args: &[String]) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    let locker = Locker::builder()
-        .ttl(ttl)
-        .timeout(Duration::from_millis(timeout))
-        .connect(url)
-        .await
-        .expect("lock server");
+    let locker = connect(url, ttl, Duration::from_millis(timeout)).await;
     let fence = fence(data_url).await;
     // FAULT_STEP: wait for a line on stdin before each operation.
     let stepped = std::env::var_os("FAULT_STEP").is_some();
