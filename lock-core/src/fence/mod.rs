@@ -12,15 +12,27 @@
 //!   one round trip (a Lua script that checks, records and writes).
 //! - PostgreSQL (feature `postgres`): `postgres::PgFence`, the pattern
 //!   `UPDATE ... SET ..., fence_token = $token WHERE id = $id AND
-//!   fence_token <= $token`.
+//!   fence_token <= $token`; MySQL (feature `mysql`): `mysql::MySqlFence`,
+//!   the same pattern.
+//! - A lock in the same SQL database (the PostgreSQL and MySQL stores):
+//!   `LockGuard::check_in` makes a transaction's writes commit only while
+//!   the lease holds, with no token column.
 //! - HTTP: lock-tower's `FenceCheckLayer` answers `409 Conflict` to a
 //!   request whose `fencing-token` header is older than the newest seen.
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod check_in;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sql_table;
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use self::check_in::SqlTransaction;
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisFence, record_key};
 
@@ -28,7 +40,10 @@ use crate::error::LockError;
 use crate::token::FencingToken;
 
 /// The error for a write with `token` on `resource` where `newest` was seen.
-#[cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "redis", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) fn stale(resource: &str, token: FencingToken, newest: FencingToken) -> LockError {
     LockError::StaleToken {
         resource: LockError::shown(resource),

@@ -414,6 +414,57 @@ pub async fn waiters_wake_on_release(store: TestStore) {
     assert!(max < Duration::from_secs(5), "handoff took {max:?}");
 }
 
+/// A holder whose process ends right after its release (its runtime shut
+/// down at once, as at exit): the release itself wakes the waiter of
+/// another process, not the end of the 30 s lease.
+pub async fn a_release_right_before_exit_wakes_waiters(store: TestStore) {
+    let store = Arc::new(store);
+    let (waiter, attempts) = store.locker_with(|l| l).await;
+    let (held, holding) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let at = runtime.block_on(async {
+                let locker = store.locker().await;
+                let guard = locker.lock("exiting").await.unwrap();
+                held.send(()).unwrap();
+                released.await.unwrap();
+                guard.release().await.unwrap();
+                Instant::now()
+            });
+            // What the process left running ends here, as at its exit.
+            runtime.shutdown_background();
+            at
+        })
+    };
+    holding.await.unwrap();
+    let before = attempts.acquires();
+    let task = tokio::spawn(async move {
+        let guard = waiter.lock("exiting").wait(Duration::from_secs(20)).await;
+        let got = Instant::now();
+        guard.unwrap().release().await.unwrap();
+        got
+    });
+    // Two refused attempts: the waiter sleeps, with 30 s left on the lease.
+    attempts.acquires_reach(before + 2).await;
+    release.send(()).unwrap();
+    let released_at = tokio::task::spawn_blocking(move || holder.join().unwrap())
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("no handoff within 10 s of the release")
+        .unwrap();
+    let handoff = got.saturating_duration_since(released_at);
+    assert!(handoff < Duration::from_secs(5), "handoff took {handoff:?}");
+}
+
 pub async fn wait_timeout_names_the_key(store: TestStore) {
     let holder = store.locker().await;
     let (waiter, counts) = store.locker_with(|l| l).await;

@@ -1,10 +1,11 @@
-//! Fenced writes: Redis scripts and the PostgreSQL pattern, against real
-//! servers.
+//! Fenced writes: Redis scripts and the PostgreSQL and MySQL pattern,
+//! against real servers.
 
 use lock_core::fence::RedisFence;
+use lock_core::fence::mysql::MySqlFence;
 use lock_core::fence::postgres::PgFence;
 use lock_core::{FencingToken, LockError};
-use lock_testkit::{PostgresServer, RedisServer};
+use lock_testkit::{MysqlServer, PostgresServer, RedisServer};
 use redis::AsyncCommands;
 
 fn t(n: u64) -> FencingToken {
@@ -207,6 +208,62 @@ async fn postgres_fenced_updates_through_sqlx_reject_older_tokens() {
     inside.await.unwrap();
     transaction.commit().await.unwrap();
     assert_eq!(balance(&db).await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_fenced_updates_reject_older_tokens() {
+    let server = MysqlServer::start();
+    let pool = sqlx::MySqlPool::connect(&server.mysql_url()).await.unwrap();
+    sqlx::query("CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL, fence_token BIGINT NOT NULL DEFAULT 0)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO accounts (id, balance) VALUES (7, 100)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let balance = || async {
+        let (balance,): (i64,) = sqlx::query_as("SELECT balance FROM accounts WHERE id = 7")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        balance
+    };
+    let mut connection = pool.acquire().await.unwrap();
+    let accounts = MySqlFence::new("accounts", "id", "fence_token").unwrap();
+    let set = "balance = balance + ?";
+    let updated = accounts.update(&mut connection, t(20), 7_i64, set, |q| q.bind(50_i64));
+    assert_eq!(updated.await.unwrap(), 1);
+    // The same values again: one row matched, though none changed.
+    let same = accounts.update(&mut connection, t(20), 7_i64, "balance = ?", |q| {
+        q.bind(150_i64)
+    });
+    assert_eq!(same.await.unwrap(), 1, "an equal token passes");
+    assert_stale(
+        accounts
+            .update(&mut connection, t(19), 7_i64, "balance = ?", |q| {
+                q.bind(0_i64)
+            })
+            .await,
+        19,
+        20,
+    );
+    assert_eq!(balance().await, 150, "a stale write changed the row");
+    let missing = accounts.update(&mut connection, t(30), 8_i64, "balance = ?", |q| {
+        q.bind(0_i64)
+    });
+    assert_eq!(
+        missing.await.unwrap(),
+        0,
+        "no such row is not a stale token"
+    );
+    let mut transaction = pool.begin().await.unwrap();
+    let inside = accounts.update(&mut transaction, t(21), 7_i64, "balance = ?", |q| {
+        q.bind(5_i64)
+    });
+    inside.await.unwrap();
+    transaction.commit().await.unwrap();
+    assert_eq!(balance().await, 5);
 }
 
 async fn balance(db: &tokio_postgres::Client) -> i64 {

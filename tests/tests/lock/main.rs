@@ -69,6 +69,7 @@ on_every_backend!(
         renewals_stop_on_release_and_drop,
         loss_is_told_when_the_lease_is_taken,
         waiters_wake_on_release,
+        a_release_right_before_exit_wakes_waiters,
         wait_timeout_names_the_key,
         a_vanished_holder_ends_at_its_ttl,
         cancellation_leaves_no_lock,

@@ -2,14 +2,16 @@
 //! runs on it too, on MariaDB): what connecting checks and tells, the
 //! printed schema run by hand and locked under exactly the rights it
 //! grants, tokens that rise across a restart and a crash of the server,
-//! keys kept apart byte for byte, waiters woken without polling, and
-//! connections killed under a holder.
+//! keys kept apart byte for byte, waiters woken without polling,
+//! connections killed under a holder, and transactions checked in to a
+//! lease.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::backend::MysqlBackend;
-use lock_core::{LockError, Locker};
-use lock_testkit::{MYSQL_DATABASE, MysqlServer, TestStore, error_chain};
+use lock_core::{LockError, LockKind, Locker};
+use lock_testkit::{Counting, MYSQL_DATABASE, MysqlServer, TestStore, error_chain};
 use tokio::time::Instant;
 
 async fn locker(server: &MysqlServer) -> Result<Locker, LockError> {
@@ -341,5 +343,147 @@ async fn killed_connections_are_made_again() {
         .expect("released through a new connection");
     let next = next.await.unwrap().expect("the waiter gets the lock");
     assert!(next.token() > token);
+    next.release().await.unwrap();
+}
+
+/// A request for the plain lock or a write lock, as `kind` says.
+fn request_of(kind: LockKind, locker: &Locker, key: &str) -> lock_core::LockRequest {
+    match kind {
+        LockKind::Write => locker.write_lock(key),
+        _ => locker.lock(key),
+    }
+}
+
+/// A transaction checked in (`LOCK IN SHARE MODE` on the lease row)
+/// commits only while the lease holds: the lease runs out while it is
+/// open, and the next owner is kept out until the commit, then granted
+/// with a higher token; the old holder's next check-in is refused as lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checked_in_transaction_keeps_the_next_owner_out_until_it_ends() {
+    let server = MysqlServer::start();
+    let url = server.mysql_url();
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    for (id, kind) in [(7, LockKind::Exclusive), (8, LockKind::Write)] {
+        checked_in(&url, &pool, id, kind).await;
+    }
+}
+
+async fn checked_in(url: &str, pool: &sqlx::MySqlPool, id: i32, kind: LockKind) {
+    let key = format!("account:{id}");
+    sqlx::query("INSERT INTO accounts VALUES (?, 0)")
+        .bind(id)
+        .execute(pool)
+        .await
+        .unwrap();
+    let ttl = Duration::from_millis(300);
+    let holder = Locker::builder().ttl(ttl).watchdog(false).mysql(url).await;
+    let holder = holder.unwrap();
+    let backend = MysqlBackend::connect(url, "lock", Duration::from_secs(2)).await;
+    let asks = Counting::new(Arc::new(backend.unwrap()));
+    let other = Locker::builder()
+        .wait(Duration::from_secs(20))
+        .backend(asks.clone())
+        .unwrap();
+
+    let guard = request_of(kind, &holder, &key).await.unwrap();
+    let mut transaction = pool.begin().await.unwrap();
+    guard
+        .check_in(&mut transaction)
+        .await
+        .expect("held: checked in");
+    sqlx::query("UPDATE accounts SET balance = balance + 1 WHERE id = ?")
+        .bind(id)
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    // The lease runs out while the transaction is open (unrenewed: the
+    // expiry is the contract), and another owner asks for the key.
+    tokio::time::sleep(guard.expires_in() + Duration::from_millis(100)).await;
+    let before = asks.acquires();
+    let mut taker = {
+        let key = key.clone();
+        tokio::spawn(async move {
+            let next = request_of(kind, &other, &key).await;
+            next.map(|g| (g, Instant::now()))
+        })
+    };
+    // Each request waits on the row for a second and asks again.
+    tokio::select! {
+        () = asks.acquires_reach(before + 3) => {}
+        got = &mut taker => panic!("{kind:?}: the next owner got in beside an open checked-in transaction: {got:?}"),
+    }
+    let committing = Instant::now();
+    transaction.commit().await.unwrap();
+    let (next, granted) = taker
+        .await
+        .unwrap()
+        .expect("the next owner after the commit");
+    assert!(granted >= committing);
+    assert!(next.token() > guard.token());
+    // Granted as the row was let go, not after another lock wait.
+    let after = granted - committing;
+    assert!(
+        after < Duration::from_secs(5),
+        "{kind:?}: granted {after:?} after the commit"
+    );
+
+    // The old holder, now without its lease, is refused at the check.
+    let mut late = pool.begin().await.unwrap();
+    let err = guard.check_in(&mut late).await.unwrap_err();
+    assert!(matches!(err, LockError::Lost { .. }), "{err}");
+    late.rollback().await.unwrap();
+    assert!(!guard.is_held());
+    let (balance,): (i32,) = sqlx::query_as("SELECT balance FROM accounts WHERE id = ?")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(balance, 1, "only the write checked in under a live lease");
+    next.release().await.unwrap();
+}
+
+/// A waiter behind a holder whose checked-in transaction stays open for
+/// several lock waits and past the store's timeout waits it out, and is
+/// granted after the commit, woken by the release (a request that waited
+/// on the row through the client's timeout would end the wait as
+/// `Unavailable`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_outlasts_a_long_checked_in_transaction() {
+    let server = MysqlServer::start();
+    let url = server.mysql_url();
+    let timeout = Duration::from_secs(2);
+    let holder = Locker::builder().mysql(&url).await.unwrap();
+    let waiter = Locker::builder().timeout(timeout).mysql(&url).await;
+    let waiter = waiter.unwrap();
+    let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let guard = holder.lock("account:9").await.unwrap();
+    let mut transaction = pool.begin().await.unwrap();
+    guard.check_in(&mut transaction).await.expect("checked in");
+    let taker = tokio::spawn(async move {
+        let next = waiter.lock("account:9").wait(Duration::from_secs(20));
+        next.await.map(|g| (g, Instant::now()))
+    });
+    // Open for 3 x the timeout: a wait through it would have ended by then.
+    tokio::time::sleep(timeout * 3).await;
+    assert!(
+        !taker.is_finished(),
+        "the waiter stopped beside an open checked-in transaction: {:?}",
+        taker.await
+    );
+    let committing = Instant::now();
+    transaction.commit().await.unwrap();
+    guard.release().await.unwrap();
+    let (next, granted) = taker.await.unwrap().expect("granted after the commit");
+    assert!(granted >= committing);
+    // Woken by the release, not at the end of the holder's 30 s lease.
+    let after = granted - committing;
+    assert!(
+        after < Duration::from_secs(5),
+        "granted {after:?} after the commit"
+    );
     next.release().await.unwrap();
 }

@@ -213,23 +213,24 @@ fn pool(options: MySqlConnectOptions, timeout: Duration) -> sqlx::MySqlPool {
     MySqlPoolOptions::new()
         .max_connections(POOL_SIZE)
         .acquire_timeout(timeout)
-        .after_connect(move |connection, _| Box::pin(session(connection, timeout)))
+        .after_connect(|connection, _| Box::pin(session(connection)))
         .connect_lazy_with(options)
 }
 
 /// Sets up a connection of the lock's: it reads committed (no gap locks,
 /// which would make statements on one table wait for each other), and
-/// gives up a row lock wait within the timeout, as the client does.
-pub(super) async fn session(
-    connection: &mut MySqlConnection,
-    timeout: Duration,
-) -> Result<(), sqlx::Error> {
-    let seconds = timeout.as_secs().max(1);
+/// gives up a row lock wait after a second, the shortest the server takes:
+/// the lock's own statements hold a row for milliseconds, so a longer wait
+/// is a checked-in transaction's, which a request for the lock answers as
+/// held (and asks again) before the client's timeout ends it.
+pub(super) async fn session(connection: &mut MySqlConnection) -> Result<(), sqlx::Error> {
     connection
         .execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         .await?;
-    let wait = format!("SET SESSION innodb_lock_wait_timeout = {seconds}");
-    connection.execute(wait.as_str()).await.map(drop)
+    connection
+        .execute("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .map(drop)
 }
 
 /// The format version of the namespace's tables and whether they have this

@@ -24,9 +24,11 @@ mod number {
     pub(crate) const INTERRUPTED: u16 = 1317;
     /// A transaction rolled back to end a deadlock.
     pub(crate) const DEADLOCK: u16 = 1213;
+    /// A row lock waited for through `innodb_lock_wait_timeout`.
+    pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
 }
 
-pub(super) use number::{DEADLOCK, INTERRUPTED};
+pub(super) use number::{DEADLOCK, INTERRUPTED, LOCK_WAIT_TIMEOUT};
 
 /// Awaits `request` for at most `timeout`, its failure as a
 /// [`StoreError`] ([`StoreError::bounded`]).

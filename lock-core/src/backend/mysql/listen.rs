@@ -1,21 +1,25 @@
-//! The one wake-up connection of a Locker. MySQL has no `NOTIFY`, so a
+//! The wake-up connections of a Locker. MySQL has no `NOTIFY`, so a
 //! waiter's lock is registered in the namespace's `_sleepers` table under
-//! this connection's id, and the connection sleeps (`SELECT SLEEP(..)`); a
+//! the id of the Locker's sleeping connection, which waits for a named lock
+//! that the Locker's other connection holds (`SELECT GET_LOCK(..)`); a
 //! release that someone waited for counts a wake-up on the lock's rows and
-//! ends each registered connection's sleep with `KILL QUERY`, which holds
-//! no data and ends nothing but that sleep. The connection then reads
-//! which of its locks were woken, wakes their waiters here, and sleeps
-//! again. A wake-up that comes while it is not asleep is found by the next
-//! sleep, which does not start while one is unread.
+//! ends each registered connection's wait with `KILL QUERY`, which holds
+//! no data and ends nothing but that wait. The connection then reads which
+//! of its locks were woken, wakes their waiters here, and waits again. A
+//! wake-up that comes while it is not waiting is found by the next wait,
+//! which does not start while one is unread.
 //!
-//! A waker rings a connection's bell before it interrupts it, and only
-//! when no ring is unheard, so that one KILL QUERY at a time reaches a
-//! connection: concurrent ones can hold each other up for seconds.
+//! Not `SELECT SLEEP(..)`: MariaDB's sleeps share one mutex, and
+//! concurrent KILLs of sleeping connections stall on it for up to 2 s
+//! each, long enough to lose wake-ups to the timeout; a named lock's wait
+//! is the connection's own. A waker rings a connection's bell before it
+//! interrupts it, and only when no ring is unheard, so that one KILL QUERY
+//! at a time reaches a connection.
 //!
-//! The connection is made again after it breaks (from 100 ms up to 2 s
-//! apart), with its locks registered again. While it is down a waiter
+//! The connections are made again after one breaks (from 100 ms up to 2 s
+//! apart), with the locks registered again. While they are down a waiter
 //! cannot subscribe and falls back on the holder's remaining time; waiters
-//! subscribed when it broke are told (their signal ends) and do the same.
+//! subscribed when they broke are told (their signal ends) and do the same.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,9 +37,9 @@ use super::schema::ListenSql;
 use crate::backend::{Backoff, ReleaseSignal};
 use crate::error::StoreError;
 
-/// How long one sleep lasts at most: the connection looks at its rows (and
+/// How long one wait lasts at most: the connection looks at its rows (and
 /// forgets those nobody waits for) at least this often.
-const SLEEP_SECONDS: u32 = 30;
+const WAIT_SECONDS: u32 = 30;
 
 /// A route's key: the SHA-256 of its text, as `_wake` computes it.
 type RouteKey = [u8; 32];
@@ -218,7 +222,7 @@ impl Drop for Listener {
     }
 }
 
-/// Keeps one wake-up connection, making it again when it breaks.
+/// Keeps the wake-up connections, making them again when one breaks.
 async fn listen(
     options: MySqlConnectOptions,
     statements: Arc<ListenSql>,
@@ -230,25 +234,41 @@ async fn listen(
     let mut pauses = PAUSES;
     let mut earlier: Option<u64> = None;
     loop {
-        if let Ok(Ok(mut connection)) = tokio::time::timeout(timeout, options.connect()).await {
-            let started = tokio::time::timeout(
-                timeout,
-                register(&mut connection, &statements, &shared, earlier, timeout),
-            )
+        let connected = tokio::time::timeout(timeout, async {
+            tokio::try_join!(options.connect(), options.connect())
+        });
+        if let Ok(Ok((mut connection, mut bell_holder))) = connected.await {
+            let started = tokio::time::timeout(timeout, async {
+                let id = register(&mut connection, &statements, &shared, earlier).await?;
+                let bell = bell_lock(id);
+                let held: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+                    .bind(&bell)
+                    .fetch_one(&mut bell_holder)
+                    .await?;
+                Ok::<_, sqlx::Error>((id, bell, held == Some(1)))
+            })
             .await;
-            if let Ok(Ok(id)) = started {
+            if let Ok(Ok((id, bell, true))) = started {
                 earlier = Some(id);
                 pauses = PAUSES;
                 shared.id.store(id, Ordering::Release);
                 shared.up.store(true, Ordering::Release);
                 shared.listening.notify_waiters();
-                let _ = wake_up(&mut connection, &statements, &shared).await;
+                let _ = wake_up(&mut connection, &statements, &shared, &bell).await;
             }
             shared.down();
-            let _ = tokio::time::timeout(timeout, connection.close()).await;
+            for connection in [connection, bell_holder] {
+                let _ = tokio::time::timeout(timeout, connection.close()).await;
+            }
         }
         tokio::time::sleep(pauses.pause()).await;
     }
+}
+
+/// The named lock the connection `id` waits for, held by its Locker's
+/// other wake-up connection (unique on the server, as the id is).
+fn bell_lock(id: u64) -> String {
+    format!("lock-core wake-up {id}")
 }
 
 /// Registers every route waited on here under the new connection's id
@@ -258,9 +278,8 @@ async fn register(
     statements: &ListenSql,
     shared: &Shared,
     earlier: Option<u64>,
-    timeout: Duration,
 ) -> Result<u64, sqlx::Error> {
-    super::connect::session(connection, timeout).await?;
+    super::connect::session(connection).await?;
     let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
         .fetch_one(&mut *connection)
         .await?;
@@ -286,17 +305,18 @@ async fn register(
     Ok(id)
 }
 
-/// Sleeps, and wakes the waiters of each route woken, until the connection
-/// breaks.
+/// Waits, and wakes the waiters of each route woken, until the connection
+/// breaks or the `bell` lock is let go (its holder broke).
 async fn wake_up(
     connection: &mut MySqlConnection,
     statements: &ListenSql,
     shared: &Shared,
+    bell: &str,
 ) -> Result<(), sqlx::Error> {
     let id = shared.id.load(Ordering::Acquire);
     loop {
         // Rings up to now are heard: a later one finds this connection
-        // asleep, or keeps it from sleeping.
+        // waiting, or keeps it from waiting.
         let answered = sqlx::query(&statements.answer)
             .execute(&mut *connection)
             .await;
@@ -322,11 +342,17 @@ async fn wake_up(
         if shared.dropped.swap(false, Ordering::AcqRel) {
             forget(connection, statements, shared, id).await?;
         }
-        let sleep = sqlx::query(&statements.sleep)
-            .bind(SLEEP_SECONDS)
+        let wait = sqlx::query_scalar::<_, Option<i64>>(&statements.sleep)
+            .bind(bell)
+            .bind(WAIT_SECONDS)
             .fetch_optional(&mut *connection)
             .await;
-        interrupted_is_none(sleep)?;
+        if let Some(Some(Some(1))) = interrupted_is_none(wait)? {
+            // Granted: the other connection, which held it, is gone.
+            return Err(sqlx::Error::Protocol(
+                "the wake-up lock's holder is gone".into(),
+            ));
+        }
     }
 }
 

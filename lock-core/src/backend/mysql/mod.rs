@@ -18,7 +18,7 @@ use sqlx::mysql::{MySqlArguments, MySqlPool, MySqlRow};
 use sqlx::query::Query;
 use sqlx::{Executor, MySql, Row};
 
-use self::errors::{DEADLOCK, bounded, number_of, store_error};
+use self::errors::{DEADLOCK, LOCK_WAIT_TIMEOUT, bounded, number_of, store_error};
 use self::listen::Listener;
 use self::schema::Schema;
 use super::lock_tables::{
@@ -54,10 +54,10 @@ use crate::kind::LockKind;
 /// the default; not across a failover to an asynchronous replica).
 /// Keeps every kind of lock.
 ///
-/// Waiters are woken by the Locker's wake-up connection: it sleeps in
-/// `SELECT SLEEP(..)`, registered in `<namespace>_sleepers` for each lock
-/// a waiter of this Locker waits on, and a release ends the sleep with
-/// `KILL QUERY`. MySQL lets a user kill only its own connections: a waiter
+/// Waiters are woken by the Locker's wake-up connection: it waits for a
+/// named lock its Locker holds (`SELECT GET_LOCK(..)`), registered in
+/// `<namespace>_sleepers` for each lock a waiter of this Locker waits on,
+/// and a release ends the wait with `KILL QUERY`. MySQL lets a user kill only its own connections: a waiter
 /// of another user than the releaser's finds the release within the
 /// holder's remaining time.
 pub struct MysqlBackend {
@@ -87,59 +87,70 @@ struct Connections {
 
 impl Connections {
     /// Runs `query` on a pooled connection (prepared once per connection),
-    /// within the timeout; `writes` as in [`bounded`]. A deadlock's victim
-    /// was rolled back whole, so it is sent again at once (twice at most).
+    /// within the timeout; `writes` as in [`bounded`].
     async fn rows<'q>(
         &self,
         query: impl Fn() -> Query<'q, MySql, MySqlArguments>,
         writes: bool,
     ) -> Result<Vec<MySqlRow>, StoreError> {
-        let sent = || {
-            let mut tries = 0;
-            async move {
-                loop {
-                    tries += 1;
-                    match query().fetch_all(&self.pool).await {
-                        Err(err) if tries < 3 && number_of(&err) == Some(DEADLOCK) => continue,
-                        answer => return answer,
-                    }
-                }
-            }
-        };
-        bounded(self.timeout, writes, sent()).await
+        bounded(self.timeout, writes, self.sent(query)).await
     }
 
-    /// Interrupts the sleep of the wake-up connections whose ids (numbers
-    /// joined by commas) are in column `index` of `row`, each with `KILL
-    /// QUERY`, on a task of its own: the release that woke them is answered
-    /// without waiting for it.
-    fn wake(&self, row: &MySqlRow, index: usize) {
-        let ids: Option<String> = match row.try_get::<Option<String>, _>(index) {
-            Ok(ids) => ids,
-            Err(_) => row
-                .try_get::<Option<Vec<u8>>, _>(index)
-                .ok()
-                .flatten()
-                .map(|ids| String::from_utf8_lossy(&ids).into_owned()),
-        };
-        let ids: Vec<u64> = ids
-            .iter()
-            .flat_map(|ids| ids.split(','))
-            .filter_map(|id| id.parse().ok())
-            .collect();
-        if ids.is_empty() {
-            return;
-        }
-        let connections = self.clone();
-        tokio::spawn(async move {
-            for id in ids {
-                // The id is a number the server gave; KILL takes no
-                // parameter. A sleep that ended meanwhile is no error.
-                let kill = format!("KILL QUERY {id}");
-                let killed = connections.pool.execute(kill.as_str());
-                let _ = tokio::time::timeout(connections.timeout, killed).await;
+    /// Runs a request for a lock (`_acquire`, `_take`) as [`rows`](Self::rows)
+    /// does; `None` where the lock's row stayed locked for the whole lock
+    /// wait, as a checked-in transaction keeps it
+    /// ([`LockGuard::check_in`](crate::LockGuard::check_in)): the lock is
+    /// held, and the request, rolled back, is asked again.
+    async fn decided<'q>(
+        &self,
+        query: impl Fn() -> Query<'q, MySql, MySqlArguments>,
+    ) -> Result<Option<Vec<MySqlRow>>, StoreError> {
+        let sent = async {
+            match self.sent(query).await {
+                Err(err) if number_of(&err) == Some(LOCK_WAIT_TIMEOUT) => Ok(None),
+                answer => answer.map(Some),
             }
-        });
+        };
+        bounded(self.timeout, true, sent).await
+    }
+
+    /// Sends `query`. A deadlock's victim was rolled back whole, so it is
+    /// sent again at once (twice at most).
+    async fn sent<'q>(
+        &self,
+        query: impl Fn() -> Query<'q, MySql, MySqlArguments>,
+    ) -> Result<Vec<MySqlRow>, sqlx::Error> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match query().fetch_all(&self.pool).await {
+                Err(err) if tries < 3 && number_of(&err) == Some(DEADLOCK) => continue,
+                answer => return answer,
+            }
+        }
+    }
+
+    /// Interrupts the wait of the wake-up connections whose ids (numbers
+    /// joined by commas) are in column `index` of `row`, each with `KILL
+    /// QUERY`, all at once. Awaited before the release is answered: a
+    /// process that exits right after its release still wakes the waiters
+    /// of other processes (a task left running would die with it).
+    async fn wake(&self, row: &MySqlRow, index: usize) {
+        // NULL when nobody waits on the lock.
+        let ids = text(row, index).unwrap_or_default();
+        let kills = ids
+            .split(',')
+            .filter_map(|id| id.parse::<u64>().ok())
+            .map(|id| {
+                // The id is a number the server gave; KILL takes no parameter.
+                // A wait that ended meanwhile is no error.
+                let kill = format!("KILL QUERY {id}");
+                async move {
+                    let killed = self.pool.execute(kill.as_str());
+                    let _ = tokio::time::timeout(self.timeout, killed).await;
+                }
+            });
+        futures_util::future::join_all(kills).await;
     }
 
     /// Runs `query`, and returns how many rows it matched.
@@ -148,6 +159,13 @@ impl Connections {
         Ok(done.rows_affected())
     }
 }
+
+/// The answer to a request that found the lock's row locked through the
+/// lock wait: held, with its end unknown here; ask again at once (the next
+/// request waits on the row again, granted as the row is let go).
+const ROW_LOCKED: Attempt = Attempt::Held {
+    remaining: Some(Duration::ZERO),
+};
 
 /// Each statement, made once per backend.
 struct Statements {
@@ -257,7 +275,9 @@ impl LockStore for MysqlBackend {
                     .bind(size)
                     .bind(millis(ttl))
             };
-            let rows = self.connections.rows(query, true).await?;
+            let Some(rows) = self.connections.decided(query).await? else {
+                return Ok(ROW_LOCKED);
+            };
             let row = first(&rows, "take")?;
             let taken = Taken {
                 token: number(row, 0)?,
@@ -303,7 +323,7 @@ impl LockStore for MysqlBackend {
             let query = || sqlx::query(sql).bind(&*name).bind(owner);
             let rows = self.connections.rows(query, true).await?;
             let row = first(&rows, "release")?;
-            self.connections.wake(row, 1);
+            self.connections.wake(row, 1).await;
             Ok(number(row, 0)? == Some(1))
         })
     }
@@ -317,7 +337,7 @@ impl LockStore for MysqlBackend {
             let name = name_of(keys, kind);
             let query = || sqlx::query(&self.statements.announce).bind(&*name);
             let rows = self.connections.rows(query, true).await?;
-            self.connections.wake(first(&rows, "announce")?, 0);
+            self.connections.wake(first(&rows, "announce")?, 0).await;
             Ok(())
         })
     }
@@ -382,7 +402,9 @@ impl MysqlBackend {
                 .bind(owner)
                 .bind(millis(ttl))
         };
-        let rows = self.connections.rows(query, true).await?;
+        let Some(rows) = self.connections.decided(query).await? else {
+            return Ok(ROW_LOCKED);
+        };
         let row = first(&rows, "acquire")?;
         Ok(match number(row, 0)? {
             Some(token) => Attempt::Acquired(Grant::new(token_of(token), ttl)),
@@ -483,7 +505,7 @@ impl MysqlBackend {
         };
         let rows = self.connections.rows(query, true).await?;
         let row = first(&rows, "force_release_all")?;
-        self.connections.wake(row, 2);
+        self.connections.wake(row, 2).await;
         let removed = usize::try_from(number(row, 0)?.unwrap_or(0)).unwrap_or(0);
         let up_to = token_of(number(row, 1)?.unwrap_or(0));
         Ok(ForceReleased::new(removed, Some(up_to)))

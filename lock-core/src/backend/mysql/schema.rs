@@ -342,7 +342,7 @@ mod tests {
         assert!(listen.answer.starts_with("UPDATE"), "{}", listen.answer);
         // `_wake` finds a sleeping connection by its statement's start.
         assert!(
-            listen.sleep.starts_with("SELECT SLEEP("),
+            listen.sleep.starts_with("SELECT GET_LOCK("),
             "{}",
             listen.sleep
         );

@@ -24,22 +24,22 @@
 //! reports the second as `LockError::StaleToken`.
 //!
 //! A lock held in the same database (the PostgreSQL store) needs no token
-//! column: [`LockGuard::check_in`] makes a transaction's writes commit only
-//! while the lease holds. It takes a tokio-postgres transaction, or with
-//! feature `sqlx` a sqlx one ([`PgTransaction`]).
+//! column: [`LockGuard::check_in`](crate::LockGuard::check_in) makes a
+//! transaction's writes commit only while the lease holds. It takes a
+//! tokio-postgres transaction, or with feature `sqlx` a sqlx one
+//! ([`SqlTransaction`](crate::fence::SqlTransaction)).
 
 mod transaction;
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
-pub use self::transaction::PgTransaction;
 use self::transaction::postgres_error;
 #[cfg(feature = "sqlx")]
-use self::transaction::sqlx_error;
+use super::sql_table::sqlx_error;
+use super::sql_table::{identifier, token_param};
 use super::stale;
-use crate::error::{LockError, LossReason, Operation};
-use crate::guard::LockGuard;
+use crate::error::{LockError, Operation};
 use crate::token::FencingToken;
 
 /// Fenced updates of one table, keyed by one column.
@@ -63,34 +63,8 @@ pub struct PgFence {
     fence_column: String,
 }
 
-fn identifier(what: &'static str, name: &str) -> Result<String, LockError> {
-    let plain = !name.is_empty()
-        && name.len() <= 63 * 2 + 1
-        && name.split('.').all(|part| {
-            let mut chars = part.chars();
-            matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-                && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-        });
-    if plain {
-        Ok(name.to_owned())
-    } else {
-        Err(LockError::invalid_config(
-            what,
-            format!(
-                "`{name}` is not a plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, optionally schema-qualified)"
-            ),
-        ))
-    }
-}
-
-fn token_param(token: FencingToken) -> Result<i64, LockError> {
-    i64::try_from(token.get()).map_err(|_| {
-        LockError::invalid_config(
-            "fencing token",
-            format!("{token} does not fit a BIGINT column"),
-        )
-    })
-}
+/// PostgreSQL's longest identifier, in bytes.
+const LONGEST: usize = 63;
 
 fn unavailable(resource: &str, err: tokio_postgres::Error) -> LockError {
     LockError::from_store(resource, Operation::FencedWrite, postgres_error(err))
@@ -111,9 +85,9 @@ impl PgFence {
     /// ```
     pub fn new(table: &str, key_column: &str, fence_column: &str) -> Result<Self, LockError> {
         Ok(PgFence {
-            table: identifier("table", table)?,
-            key_column: identifier("key column", key_column)?,
-            fence_column: identifier("fence column", fence_column)?,
+            table: identifier("table", table, LONGEST)?,
+            key_column: identifier("key column", key_column, LONGEST)?,
+            fence_column: identifier("fence column", fence_column, LONGEST)?,
         })
     }
 
@@ -298,66 +272,6 @@ fn highest_parameter(set: &str) -> usize {
 #[cfg(feature = "sqlx")]
 pub type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-impl LockGuard {
-    /// Checks, inside `transaction` (feature `postgres`), that this
-    /// guard's lease is still held in a PostgreSQL store in the same
-    /// database, and that no other owner is granted the key until the
-    /// transaction ends: the lease row is locked `FOR KEY SHARE`, and a
-    /// takeover needs the row `FOR UPDATE`: until the commit or rollback, a
-    /// waiter finds the lease held, even past its expiry, and waits for the
-    /// release. Writes made after the check therefore never interleave with
-    /// the next holder's, with no token column. Renewals go on meanwhile
-    /// (they need a weaker lock).
-    ///
-    /// `transaction` is a `&tokio_postgres::Transaction` or, with feature
-    /// `sqlx`, a `&mut sqlx::Transaction<'_, Postgres>` or a
-    /// `&mut sqlx::PgConnection` inside one ([`PgTransaction`]).
-    ///
-    /// A lease that expired or changed owner is [`LockError::Lost`] (and
-    /// [`lost`](Self::lost) resolves): roll the transaction back. The role
-    /// needs `UPDATE` on the lease table (`lockctl schema` grants it).
-    ///
-    /// ```no_run
-    /// # async fn pay(locker: lock_core::Locker, db: &mut tokio_postgres::Client) -> Result<(), Box<dyn std::error::Error>> {
-    /// let guard = locker.lock("account:7").await?;
-    /// let transaction = db.transaction().await?;
-    /// guard.check_in(&transaction).await?;
-    /// transaction
-    ///     .execute("UPDATE accounts SET balance = balance + 50 WHERE id = 7", &[])
-    ///     .await?;
-    /// transaction.commit().await?; // only while the lease holds
-    /// guard.release().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn check_in(&self, transaction: impl PgTransaction) -> Result<(), LockError> {
-        let lease = &self.lease;
-        let name = lease.keys.of_kind(lease.kind);
-        // The schema is the namespace: the stored name up to its `:{`.
-        let schema = name.split_once(":{").map_or(&*name, |(schema, _)| schema);
-        // The plain lock's leases have a table of their own; a queue entry
-        // (token 0) holds nothing.
-        let table = match lease.kind {
-            crate::LockKind::Exclusive => "leases",
-            _ => "holders",
-        };
-        // The row lock is the safety line: a takeover waits for it.
-        let check = format!(
-            "SELECT 1 FROM \"{schema}\".{table} WHERE name = $1 AND owner = $2 \
-             AND token > 0 AND expires > clock_timestamp() FOR KEY SHARE"
-        );
-        let owner = lease.owner.as_str();
-        let held = transaction.lease_row(&check, &name, owner).await;
-        let held =
-            held.map_err(|err| LockError::from_store(self.key(), Operation::FencedWrite, err))?;
-        if held {
-            return Ok(());
-        }
-        lease.mark_lost(LossReason::OwnerChanged);
-        Err(lease.lost_error(LossReason::OwnerChanged))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,12 +292,5 @@ mod tests {
         assert_eq!(highest_parameter("a = $2, b = $1 + $2"), 2);
         assert_eq!(highest_parameter("touched = now()"), 0);
         assert_eq!(highest_parameter("a = $10"), 10);
-    }
-
-    #[test]
-    fn identifiers_are_checked() {
-        assert!(PgFence::new("public.accounts", "id", "fence_token").is_ok());
-        assert!(PgFence::new("accounts; DROP TABLE x", "id", "fence_token").is_err());
-        assert!(PgFence::new("accounts", "", "fence_token").is_err());
     }
 }

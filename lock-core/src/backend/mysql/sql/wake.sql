@@ -3,7 +3,8 @@
 -- Counts a wake-up on the rows of the waiters of `p_route` (a stored name,
 -- or a name, a space and an owner value), each committed at once, and
 -- answers the ids of the connections the caller interrupts with KILL
--- QUERY, which holds no data and ends nothing but their `SELECT SLEEP`.
+-- QUERY, which holds no data and ends nothing but their wait (`SELECT
+-- GET_LOCK` of a lock their Locker holds).
 -- For each connection it rings its bell if no ring is unheard: a
 -- connection never sleeps with an unheard ring or an unread count, so one
 -- found asleep after the ring (in the process list, which shows this
@@ -31,7 +32,7 @@ BEGIN
         UPDATE `{ns}_sleepers` SET woken = woken + 1 WHERE id = v_id AND route = v_route;
         UPDATE `{ns}_bells` SET rung = rung + 1 WHERE id = v_id AND rung = heard;
         IF ROW_COUNT() = 1 AND EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p
-                                        WHERE p.ID = v_id AND p.INFO LIKE 'SELECT SLEEP(%') THEN
+                                        WHERE p.ID = v_id AND p.INFO LIKE 'SELECT GET_LOCK(%') THEN
             SET o_sleepers = CONCAT_WS(',', o_sleepers, v_id);
         END IF;
     END LOOP;
