@@ -50,7 +50,11 @@ BEGIN
         IF EXISTS (SELECT 1 FROM `{ns}_gone` g WHERE g.owner = p_owner) THEN
             LEAVE decide;
         END IF;
-        DELETE FROM `{ns}_holders` WHERE name = p_name AND expires <= v_now;
+        -- By the primary key: through the index on expires the scan would
+        -- lock other names' rows, in an order that deadlocks with their
+        -- requests.
+        DELETE h FROM `{ns}_holders` h FORCE INDEX (PRIMARY)
+         WHERE h.name = p_name AND h.expires <= v_now;
         SELECT h.owner, h.token, h.place, h.seq INTO v_mine_owner, v_mine_token, v_mine_place, v_mine_seq
           FROM `{ns}_holders` h WHERE h.name = p_name AND h.owner = p_owner;
         IF v_mine_token > 0 THEN
