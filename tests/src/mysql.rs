@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::ClockShift;
 use crate::process::{NotServing, try_wait_ready};
 
 /// The database the kit makes in each server, which its URLs name.
@@ -18,6 +19,8 @@ pub const MYSQL_DATABASE: &str = "lock_test";
 pub struct MysqlServer {
     port: u16,
     dir: TempDir,
+    /// What the server runs with beyond ours (a clock shift's).
+    env: Vec<(String, String)>,
     child: std::sync::Mutex<Option<Child>>,
 }
 
@@ -45,11 +48,22 @@ impl MysqlServer {
     /// Creates and starts a server with user `root` (no password) and the
     /// database [`MYSQL_DATABASE`].
     pub fn start() -> Self {
+        Self::start_in(Vec::new())
+    }
+
+    /// [`start`](Self::start) on `clock`, whose steps the server's
+    /// `UTC_TIMESTAMP()` follows (also after a restart).
+    pub fn start_on_clock(clock: &ClockShift) -> Self {
+        Self::start_in(clock.env().to_vec())
+    }
+
+    fn start_in(env: Vec<(String, String)>) -> Self {
         let dir = crate::scratch_dir("lock-testkit-mysql-");
         copy_template(&dir.path().join("data"));
         let mut server = MysqlServer {
             port: 0,
             dir,
+            env,
             child: std::sync::Mutex::new(None),
         };
         for _ in 0..5 {
@@ -75,6 +89,7 @@ impl MysqlServer {
             .arg(format!("--pid-file={}", path.join("pid").display()))
             .arg(format!("--log-error={}", log.display()))
             .arg(format!("--tmpdir={}", path.display()))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if is_root() {

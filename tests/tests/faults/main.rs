@@ -1,6 +1,6 @@
 //! The fault suite: the lock under pauses, crashes, restarts, failover,
-//! network delay and hostile input, against real redis-server, etcd and
-//! ZooKeeper processes,
+//! network delay and hostile input, against real redis-server, etcd,
+//! ZooKeeper, PostgreSQL and MariaDB processes,
 //! with lock clients as separate OS processes where the fault is about a
 //! process. Each scenario checks its history with
 //! `lock_testkit::history::check`.
@@ -15,5 +15,6 @@
 mod campaign;
 mod consensus;
 mod harness;
+mod mysql;
 mod postgres;
 mod scenarios;
