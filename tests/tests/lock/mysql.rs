@@ -168,12 +168,16 @@ async fn the_printed_schema_and_grants_are_all_a_locking_user_needs() {
             server.port()
         )
     };
+    // A user without the grants, who is shown no tables: told so, with the
+    // fix.
     let err = Locker::connect(&url("nobody")).await.unwrap_err();
     assert!(
-        matches!(
-            err,
-            LockError::PermissionDenied { .. } | LockError::InvalidUrl { .. }
-        ),
+        matches!(err, LockError::PermissionDenied { .. }),
+        "{}",
+        error_chain(&err)
+    );
+    assert!(
+        error_chain(&err).contains("lockctl schema"),
         "{}",
         error_chain(&err)
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
-use super::errors::{bounded, store_error};
+use super::errors::{NO_SUCH_TABLE, bounded, number_of, store_error};
 use super::listen::Listener;
 use super::schema::{FORMAT, Schema};
 use super::{Connections, MysqlBackend, Statements};
@@ -111,9 +111,13 @@ async fn prepare(
 ) -> Result<(), StoreError> {
     match stored_format(connection, schema, timeout).await? {
         Some((version, true)) if version == FORMAT => Ok(()),
-        Some((version, _)) if version != FORMAT => Err(other_format(schema, version)),
+        // No format row (0): tables made up to where another Locker's DDL
+        // is, or was cut off; made, under the DDL's lock, or refused.
+        Some((version, _)) if version != FORMAT && version != 0 => {
+            Err(other_format(schema, version))
+        }
         _ if create_schema => create(connection, schema, timeout).await,
-        Some(_) => {
+        Some((version, _)) if version == FORMAT => {
             tracing::warn!(
                 namespace = %schema.name,
                 "the namespace's lock procedures are older than this client's: run what \
@@ -121,15 +125,35 @@ async fn prepare(
             );
             Ok(())
         }
-        None => Err(StoreError::refused(
-            Refusal::InvalidUrl,
-            format!(
-                "the database holds no lock tables of the namespace `{}` and the URL says \
+        // A user without the grants is shown no tables either: asked for
+        // by name, the server tells a denial from a table that is missing.
+        Some(_) | None => match denied(connection, schema, timeout).await {
+            Some(denial) => Err(denial),
+            None => Err(StoreError::refused(
+                Refusal::InvalidUrl,
+                format!(
+                    "the database holds no lock tables of the namespace `{}` and the URL says \
                  create_schema=false: run what `lockctl schema` prints, or let the Locker \
                  make them",
-                schema.name
-            ),
-        )),
+                    schema.name
+                ),
+            )),
+        },
+    }
+}
+
+/// The server's refusal to read the namespace's format table, where it
+/// refuses it for want of a grant (`PermissionDenied`, naming the fix).
+async fn denied(
+    connection: &mut MySqlConnection,
+    schema: &Schema,
+    timeout: Duration,
+) -> Option<StoreError> {
+    let query = schema.version_query();
+    let read = sqlx::query(&query).fetch_optional(&mut *connection);
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Err(err)) if number_of(&err) != Some(NO_SUCH_TABLE) => Some(store_error(err, false)),
+        _ => None,
     }
 }
 

@@ -18,7 +18,7 @@ mod number {
     pub(super) const TABLE_ACCESS_DENIED: u16 = 1142;
     pub(super) const COMMAND_DENIED: u16 = 1227;
     pub(super) const ROUTINE_ACCESS_DENIED: u16 = 1370;
-    pub(super) const NO_SUCH_TABLE: u16 = 1146;
+    pub(crate) const NO_SUCH_TABLE: u16 = 1146;
     pub(super) const NO_SUCH_ROUTINE: u16 = 1305;
     /// A query ended by `KILL QUERY`: a wake-up connection's sleep.
     pub(crate) const INTERRUPTED: u16 = 1317;
@@ -28,7 +28,7 @@ mod number {
     pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
 }
 
-pub(super) use number::{DEADLOCK, INTERRUPTED, LOCK_WAIT_TIMEOUT};
+pub(super) use number::{DEADLOCK, INTERRUPTED, LOCK_WAIT_TIMEOUT, NO_SUCH_TABLE};
 
 /// Awaits `request` for at most `timeout`, its failure as a
 /// [`StoreError`] ([`StoreError::bounded`]).
