@@ -24,8 +24,7 @@
 
 mod transaction;
 
-use super::sql_table::{identifier, sqlx_error, token_param};
-use super::stale;
+use super::sql_table::{FencedTable, sqlx_error, token_param, unwritten};
 use crate::error::{LockError, Operation};
 use crate::token::FencingToken;
 
@@ -56,9 +55,7 @@ pub type MySqlQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySql
 /// ```
 #[derive(Debug, Clone)]
 pub struct MySqlFence {
-    table: String,
-    key_column: String,
-    fence_column: String,
+    names: FencedTable,
 }
 
 impl MySqlFence {
@@ -76,9 +73,7 @@ impl MySqlFence {
     /// ```
     pub fn new(table: &str, key_column: &str, fence_column: &str) -> Result<Self, LockError> {
         Ok(MySqlFence {
-            table: identifier("table", table, LONGEST)?,
-            key_column: identifier("key column", key_column, LONGEST)?,
-            fence_column: identifier("fence column", fence_column, LONGEST)?,
+            names: FencedTable::new(table, key_column, fence_column, LONGEST)?,
         })
     }
 
@@ -97,12 +92,7 @@ impl MySqlFence {
     /// # Ok::<(), lock_core::LockError>(())
     /// ```
     pub fn statement(&self, set: &str) -> String {
-        format!(
-            "UPDATE {table} SET {set}, {fence} = ? WHERE {key_col} = ? AND {fence} <= ?",
-            table = self.table,
-            fence = self.fence_column,
-            key_col = self.key_column,
-        )
+        self.names.update(set, "?", "?")
     }
 
     /// `UPDATE <table> SET <set>, <fence> = token WHERE <key> = key AND
@@ -145,7 +135,7 @@ impl MySqlFence {
             + Send
             + std::fmt::Debug,
     {
-        let resource = format!("{}[{key:?}]", self.table);
+        let resource = self.names.resource(&key);
         let failed =
             |err| LockError::from_store(&resource, Operation::FencedWrite, sqlx_error(err));
         let token_value = token_param(token)?;
@@ -158,24 +148,11 @@ impl MySqlFence {
         if updated.rows_affected() > 0 {
             return Ok(updated.rows_affected());
         }
-        let newest = format!(
-            "SELECT {fence} FROM {table} WHERE {key_col} = ?",
-            fence = self.fence_column,
-            table = self.table,
-            key_col = self.key_column,
-        );
-        let row: Option<(i64,)> = sqlx::query_as(&newest)
+        let newest: Option<i64> = sqlx::query_scalar(&self.names.newest("?"))
             .bind(key)
             .fetch_optional(&mut *connection)
             .await
             .map_err(failed)?;
-        match row {
-            None => Ok(0),
-            Some((newest,)) => Err(stale(
-                &resource,
-                token,
-                FencingToken::new(newest.max(0) as u64),
-            )),
-        }
+        unwritten(&resource, token, newest)
     }
 }

@@ -37,8 +37,7 @@ use tokio_postgres::types::ToSql;
 use self::transaction::postgres_error;
 #[cfg(feature = "sqlx")]
 use super::sql_table::sqlx_error;
-use super::sql_table::{identifier, token_param};
-use super::stale;
+use super::sql_table::{FencedTable, token_param, unwritten};
 use crate::error::{LockError, Operation};
 use crate::token::FencingToken;
 
@@ -58,9 +57,7 @@ use crate::token::FencingToken;
 /// ```
 #[derive(Debug, Clone)]
 pub struct PgFence {
-    table: String,
-    key_column: String,
-    fence_column: String,
+    names: FencedTable,
 }
 
 /// PostgreSQL's longest identifier, in bytes.
@@ -85,9 +82,7 @@ impl PgFence {
     /// ```
     pub fn new(table: &str, key_column: &str, fence_column: &str) -> Result<Self, LockError> {
         Ok(PgFence {
-            table: identifier("table", table, LONGEST)?,
-            key_column: identifier("key column", key_column, LONGEST)?,
-            fence_column: identifier("fence column", fence_column, LONGEST)?,
+            names: FencedTable::new(table, key_column, fence_column, LONGEST)?,
         })
     }
 
@@ -106,23 +101,8 @@ impl PgFence {
     /// ```
     pub fn statement(&self, set: &str, params: usize) -> String {
         let (token, key) = (params + 1, params + 2);
-        format!(
-            "UPDATE {table} SET {set}, {fence} = ${token} WHERE {key_col} = ${key} AND {fence} <= ${token}",
-            table = self.table,
-            fence = self.fence_column,
-            key_col = self.key_column,
-        )
-    }
-
-    /// The token on the row `$1`, read after an update found no row it
-    /// could write: none (no such row) or a newer one.
-    fn newest_statement(&self) -> String {
-        format!(
-            "SELECT {fence} FROM {table} WHERE {key_col} = $1",
-            fence = self.fence_column,
-            table = self.table,
-            key_col = self.key_column,
-        )
+        self.names
+            .update(set, &format!("${token}"), &format!("${key}"))
     }
 
     /// `UPDATE <table> SET <set>, <fence> = token WHERE <key> = key AND
@@ -152,7 +132,7 @@ impl PgFence {
         set: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, LockError> {
-        let resource = format!("{}[{key:?}]", self.table);
+        let resource = self.names.resource(&key);
         let token_value = token_param(token)?;
         let mut all: Vec<&(dyn ToSql + Sync)> = params.to_vec();
         all.push(&token_value);
@@ -165,22 +145,16 @@ impl PgFence {
         if updated > 0 {
             return Ok(updated);
         }
-        let newest = self.newest_statement();
         let row = client
-            .query_opt(newest.as_str(), &[key])
+            .query_opt(self.names.newest("$1").as_str(), &[key])
             .await
             .map_err(|err| unavailable(&resource, err))?;
-        match row {
-            None => Ok(0),
-            Some(row) => {
-                let newest: i64 = row.try_get(0).map_err(|err| unavailable(&resource, err))?;
-                Err(stale(
-                    &resource,
-                    token,
-                    FencingToken::new(newest.max(0) as u64),
-                ))
-            }
-        }
+        let newest = row.map(|row| row.try_get::<_, i64>(0)).transpose();
+        unwritten(
+            &resource,
+            token,
+            newest.map_err(|err| unavailable(&resource, err))?,
+        )
     }
 }
 
@@ -224,7 +198,7 @@ impl PgFence {
             + Send
             + std::fmt::Debug,
     {
-        let resource = format!("{}[{key:?}]", self.table);
+        let resource = self.names.resource(&key);
         let failed =
             |err| LockError::from_store(&resource, Operation::FencedWrite, sqlx_error(err));
         let token_value = token_param(token)?;
@@ -237,20 +211,12 @@ impl PgFence {
         if updated.rows_affected() > 0 {
             return Ok(updated.rows_affected());
         }
-        let newest = self.newest_statement();
-        let row: Option<(i64,)> = sqlx::query_as(&newest)
+        let newest: Option<i64> = sqlx::query_scalar(&self.names.newest("$1"))
             .bind(key)
             .fetch_optional(&mut *connection)
             .await
             .map_err(failed)?;
-        match row {
-            None => Ok(0),
-            Some((newest,)) => Err(stale(
-                &resource,
-                token,
-                FencingToken::new(newest.max(0) as u64),
-            )),
-        }
+        unwritten(&resource, token, newest)
     }
 }
 
