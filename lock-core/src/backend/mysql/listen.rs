@@ -342,7 +342,7 @@ async fn wake_up(
         if shared.dropped.swap(false, Ordering::AcqRel) {
             forget(connection, statements, shared, id).await?;
         }
-        let wait = sqlx::query_scalar::<_, Option<i64>>(&statements.sleep)
+        let wait = sqlx::query_scalar::<_, Option<i64>>(&statements.wait)
             .bind(bell)
             .bind(WAIT_SECONDS)
             .fetch_optional(&mut *connection)

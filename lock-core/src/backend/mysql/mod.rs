@@ -57,9 +57,9 @@ use crate::kind::LockKind;
 /// Waiters are woken by the Locker's wake-up connection: it waits for a
 /// named lock its Locker holds (`SELECT GET_LOCK(..)`), registered in
 /// `<namespace>_sleepers` for each lock a waiter of this Locker waits on,
-/// and a release ends the wait with `KILL QUERY`. MySQL lets a user kill only its own connections: a waiter
-/// of another user than the releaser's finds the release within the
-/// holder's remaining time.
+/// and a release ends the wait with `KILL QUERY`. MySQL lets a user kill
+/// only its own connections: a waiter of another user than the releaser's
+/// finds the release within the holder's remaining time.
 pub struct MysqlBackend {
     connections: Connections,
     schema: Schema,

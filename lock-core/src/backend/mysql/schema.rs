@@ -89,7 +89,7 @@ pub(super) struct ListenSql {
     pub(super) subscribe: String,
     pub(super) heard: String,
     pub(super) seen: String,
-    pub(super) sleep: String,
+    pub(super) wait: String,
     pub(super) forget: String,
     pub(super) routes: String,
     pub(super) gone: String,
@@ -276,7 +276,7 @@ impl Schema {
             subscribe: next(),
             heard: next(),
             seen: next(),
-            sleep: next(),
+            wait: next(),
             forget: next(),
             routes: next(),
             gone: next(),
@@ -322,7 +322,7 @@ mod tests {
             listen.subscribe,
             listen.heard,
             listen.seen,
-            listen.sleep.clone(),
+            listen.wait.clone(),
             listen.forget,
             listen.routes,
             listen.gone.clone(),
@@ -342,9 +342,9 @@ mod tests {
         assert!(listen.answer.starts_with("UPDATE"), "{}", listen.answer);
         // `_wake` finds a sleeping connection by its statement's start.
         assert!(
-            listen.sleep.starts_with("SELECT GET_LOCK("),
+            listen.wait.starts_with("SELECT GET_LOCK("),
             "{}",
-            listen.sleep
+            listen.wait
         );
         let ddl = schema.ddl();
         assert!(

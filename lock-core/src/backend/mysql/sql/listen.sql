@@ -4,7 +4,7 @@
 -- 2. heard: the connection's routes woken since it last looked, with the
 --    count it then acts on;
 -- 3. seen: mark the count ?1 of route ?3 of connection ?2 as acted on;
--- 4. sleep: wait up to ?2 seconds for the named lock ?1, which the
+-- 4. wait: wait up to ?2 seconds for the named lock ?1, which the
 --    Locker's other wake-up connection holds, unless a route of this
 --    connection was woken or its bell rung since it looked (a ring's KILL
 --    QUERY ends the wait early). Not SLEEP(): MariaDB's sleeps share one
