@@ -4,12 +4,16 @@
 pub mod orders;
 pub mod store;
 
-/// Logs to stderr, `warn` and up unless `RUST_LOG` says otherwise.
+/// Logs to stderr (coloured only on a terminal), `warn` and up unless
+/// `RUST_LOG` says otherwise.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
@@ -67,6 +71,9 @@ pub mod documents {
 
     #[doc = include_str!("../../docs/guarantees.md")]
     pub struct Guarantees;
+
+    #[doc = include_str!("../../docs/lockctl.md")]
+    pub struct Lockctl;
 
     #[doc = include_str!("../../docs/api.md")]
     pub struct Api;

@@ -159,125 +159,6 @@ fn the_fencing_example_shows_the_lost_update_and_the_fix() {
     );
 }
 
-/// Runs lockctl with `args`: its exit code, output and error output.
-fn lockctl(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(example("lockctl"))
-        .args(args)
-        .env_remove("REDIS_URL")
-        .env_remove("LOCK_URL")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run lockctl");
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
-}
-
-#[test]
-fn lockctl_lists_shows_and_breaks_locks_on_every_store() {
-    let redis = RedisServer::start();
-    let postgres = lock_testkit::PostgresServer::start();
-    #[cfg(feature = "etcd")]
-    let etcd = lock_testkit::EtcdServer::start();
-    #[cfg(feature = "zookeeper")]
-    let zookeeper = lock_testkit::ZooKeeperServer::start();
-    #[allow(unused_mut)] // Redis and PostgreSQL only without the examples' store features
-    let mut urls = vec![redis.url(), postgres.postgres_url()];
-    #[cfg(feature = "etcd")]
-    urls.push(lock_testkit::EtcdServer::url(std::slice::from_ref(&etcd)));
-    #[cfg(feature = "zookeeper")]
-    urls.push(lock_testkit::ZooKeeperServer::url(std::slice::from_ref(
-        &zookeeper,
-    )));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    for url in &urls {
-        let (locker, guard) = runtime.block_on(async {
-            let locker = lock_core::Locker::builder()
-                .label("billing-3")
-                .ttl(std::time::Duration::from_secs(3))
-                .connect(url)
-                .await
-                .unwrap();
-            let guard = locker.lock("order:7").await.unwrap();
-            (locker, guard)
-        });
-        let (code, out, _) = lockctl(&["--url", url, "list", "order:*"]);
-        assert_eq!((code, out.trim()), (Some(0), "order:7"), "{url}");
-        let (code, out, _) = lockctl(&["--url", url, "show", "order:7"]);
-        assert_eq!(code, Some(0), "{out}");
-        let pid = std::process::id();
-        assert!(
-            out.contains(&format!("exclusive lock held by billing-3/pid {pid}")),
-            "{out}"
-        );
-        assert!(out.contains(&format!("token {}", guard.token())), "{out}");
-        let (code, _, err) = lockctl(&["--url", url, "release", "order:7"]);
-        assert_eq!(code, Some(2), "{err}");
-        assert!(err.contains("--force"), "{err}");
-        let (code, out, err) = lockctl(&["--url", url, "release", "order:7", "--force"]);
-        assert_eq!(code, Some(0), "{out}{err}");
-        assert!(out.contains("removed 1 holders"), "{out}");
-        assert!(
-            err.contains("lock force-released"),
-            "the warning is logged: {err}"
-        );
-        runtime.block_on(async {
-            let lost = tokio::time::timeout(std::time::Duration::from_secs(10), guard.lost());
-            assert!(lost.await.is_ok(), "the holder was not told ({url})");
-            drop(guard);
-            // Free again (the dropped guard's background release may still
-            // hold this Locker's local turn for a moment: waited for).
-            let again = locker
-                .lock("order:7")
-                .wait(std::time::Duration::from_secs(5));
-            assert!(again.await.is_ok(), "order:7 stayed held ({url})");
-        });
-    }
-    let (code, _, _) = lockctl(&["show", "order:7"]);
-    assert_eq!(code, Some(2), "no URL is a usage error");
-}
-
-/// `--help` says what each command does, and a mistyped command is a usage
-/// error naming it.
-#[test]
-fn lockctl_explains_each_command() {
-    for command in ["list", "show", "release", "schema"] {
-        let (code, out, err) = lockctl(&[command, "--help"]);
-        assert_eq!(code, Some(0), "{err}");
-        assert!(out.contains(&format!("Usage: lockctl {command}")), "{out}");
-    }
-    let (_, out, _) = lockctl(&["release", "--help"]);
-    assert!(out.contains("--force"), "{out}");
-    let (code, _, err) = lockctl(&["shwo", "order:7"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("shwo"), "{err}");
-    // The help names LOCK_URL but never shows its value: URLs carry passwords.
-    let help = Command::new(example("lockctl"))
-        .args(["show", "--help"])
-        .env("LOCK_URL", "redis://:hunter2@10.0.0.5:6379")
-        .output()
-        .expect("run lockctl");
-    let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("LOCK_URL"), "{help}");
-    assert!(!help.contains("hunter2"), "the password is shown: {help}");
-}
-
-/// `lockctl schema` prints, with no store, the DDL of the namespace and
-/// the grants of the role it names (run by hand in a test of lock-core's:
-/// `the_printed_schema_and_grants_are_all_a_locking_role_needs`).
-#[test]
-fn lockctl_prints_the_postgres_schema_and_grants() {
-    let (code, out, err) = lockctl(&["--namespace", "billing", "schema", "--role", "app"]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        out.contains("CREATE TABLE IF NOT EXISTS \"billing\".leases"),
-        "{out}"
-    );
-    assert!(out.contains("TO \"app\""), "{out}");
-    let (code, _, err) = lockctl(&["schema"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("--role"), "{err}");
-}
-
 /// Each tick of the scheduled job runs on exactly one of the two replicas,
 /// the other skipping it.
 #[test]
@@ -342,4 +223,124 @@ fn token_of(line: &str) -> &str {
         .next()
         .unwrap_or_default()
         .trim_end_matches(')')
+}
+
+#[cfg(feature = "metrics")]
+/// The body of `GET /metrics` at `addr` (`host:port`).
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the example");
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+    body.to_owned()
+}
+
+#[cfg(feature = "metrics")]
+/// The samples of an exposition, `name{labels}` to value.
+fn samples(exposition: &str) -> std::collections::HashMap<String, f64> {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("a sample");
+            (series.to_owned(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+#[cfg(feature = "metrics")]
+/// The metric names the dashboard's queries use.
+fn graphed() -> Vec<String> {
+    let text = include_str!("../../docs/grafana-dashboard.json");
+    let dashboard: serde_json::Value = serde_json::from_str(text).expect("the dashboard is JSON");
+    let mut exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().expect("targets").clone())
+        .map(|target| target["expr"].as_str().expect("expr").to_owned())
+        .collect();
+    exprs.push(
+        dashboard["templating"]["list"][0]["definition"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
+    let mut names: Vec<String> = exprs
+        .iter()
+        .flat_map(|expr| {
+            expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| word.starts_with("lock_"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The metrics example serves, at `/metrics`, every series the Grafana
+/// dashboard in docs/ graphs, each with a value its workload explains.
+#[cfg(feature = "metrics")]
+#[test]
+fn the_metrics_example_serves_every_series_the_dashboard_graphs() {
+    let program = example("metrics");
+    let mut example =
+        lock_testkit::Process::spawn(program.to_str().unwrap(), &["--demo".to_owned()]);
+    let first = example.line();
+    let addr = first
+        .strip_prefix("serving http://")
+        .and_then(|rest| rest.split_once("/metrics"))
+        .map(|(addr, _)| addr.to_owned())
+        .unwrap_or_else(|| panic!("the metrics example said {first:?}"));
+    while example.line() != "round 1 done" {}
+    let seen = samples(&scrape(&addr));
+    let value = |series: &str| {
+        *seen
+            .get(series)
+            .unwrap_or_else(|| panic!("no {series} in {seen:#?}"))
+    };
+
+    let names = graphed();
+    assert!(names.len() >= 8, "{names:?}");
+    for name in &names {
+        let found = seen
+            .iter()
+            .filter(|(series, _)| series.split('{').next() == Some(name.as_str()));
+        assert!(
+            found.clone().count() > 0,
+            "the dashboard graphs {name}, not served: {seen:#?}"
+        );
+        assert!(
+            found.map(|(_, v)| *v).sum::<f64>() > 0.0,
+            "{name} is all zero"
+        );
+    }
+    // What one round does: 40 payments on two orders, a job tick on two
+    // replicas, a wait that runs out, a lease that ends, a stale token.
+    assert_eq!(value(r#"lock_acquired_total{prefix="order"}"#), 41.0);
+    assert_eq!(value(r#"lock_skipped_total{prefix="job"}"#), 1.0);
+    assert_eq!(value(r#"lock_wait_timeouts_total{prefix="order"}"#), 1.0);
+    assert_eq!(
+        value(r#"lock_lost_total{reason="not_renewed_in_time"}"#),
+        1.0
+    );
+    assert_eq!(value(r#"lock_fence_refused_total{check="request"}"#), 1.0);
+    assert_eq!(value(r#"lock_wait_seconds_count{prefix="order"}"#), 41.0);
+    assert_eq!(
+        value(r#"lock_wait_seconds_bucket{prefix="order",le="+Inf"}"#),
+        41.0
+    );
+    let acquired: f64 = ["order", "job", "session"]
+        .iter()
+        .map(|p| value(&format!(r#"lock_acquired_total{{prefix="{p}"}}"#)))
+        .sum();
+    let held_now = acquired
+        - value("lock_released_total")
+        - value(r#"lock_lost_total{reason="not_renewed_in_time"}"#);
+    assert_eq!(held_now, 0.0, "every lock of the round ended");
 }

@@ -75,10 +75,8 @@ pub struct Inspection {
     pub key: String,
     /// Every live holder, of every kind of lock on the key.
     pub holders: Vec<Holder>,
-    /// Waiters the store keeps queue entries for (fair queues, a waiting
-    /// writer's mark, queued entries on etcd and ZooKeeper); `None` where
-    /// waiters leave nothing in the store.
-    pub waiters: Option<usize>,
+    /// Who waits for the key, as far as the store can tell.
+    pub waiters: Waiters,
 }
 
 impl Inspection {
@@ -87,7 +85,7 @@ impl Inspection {
         Inspection {
             key: key.into(),
             holders: Vec::new(),
-            waiters: None,
+            waiters: Waiters::default(),
         }
     }
 
@@ -95,6 +93,77 @@ impl Inspection {
     pub fn is_held(&self) -> bool {
         !self.holders.is_empty()
     }
+}
+
+/// Who waits for a key, as far as its store can tell: the waiters it keeps
+/// an entry for, and what it knows of those it keeps none for.
+///
+/// On etcd and ZooKeeper every waiter has an entry. Elsewhere a fair
+/// queue's waiters and a waiting writer have one, while a plain lock's
+/// waiters wait on a wake-up (pub/sub, `LISTEN`, a process-local queue) and
+/// leave none: a count of 0 there does not mean that no one waits.
+///
+/// ```
+/// use lock_core::{Unlisted, Waiters};
+///
+/// let seen = Waiters::default();
+/// assert_eq!(seen.queued, 0);
+/// assert_eq!(seen.unlisted, Unlisted::Unknown);
+/// assert_eq!(seen.to_string(), "0 queued; others not listed by this store");
+/// assert_eq!(Waiters::all_listed(3).to_string(), "3");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiters {
+    /// Waiters with an entry in the store: fair-queue entries, a waiting
+    /// writer's mark, every waiter on etcd and ZooKeeper.
+    pub queued: usize,
+    /// What the store knows of the waiters it keeps no entry for.
+    pub unlisted: Unlisted,
+}
+
+impl Waiters {
+    /// `queued` waiters, and whatever the store knows of the others.
+    pub fn new(queued: usize, unlisted: Unlisted) -> Self {
+        Waiters { queued, unlisted }
+    }
+
+    /// `queued` waiters, and no others: the store keeps an entry for every
+    /// waiter.
+    pub fn all_listed(queued: usize) -> Self {
+        Waiters::new(queued, Unlisted::None)
+    }
+}
+
+impl std::fmt::Display for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.unlisted {
+            Unlisted::None => write!(f, "{}", self.queued),
+            Unlisted::Unknown => {
+                write!(f, "{} queued; others not listed by this store", self.queued)
+            }
+            Unlisted::SomeoneWaited => write!(
+                f,
+                "{} queued; others not listed by this store, and someone has waited",
+                self.queued
+            ),
+        }
+    }
+}
+
+/// What a store knows of the waiters it keeps no entry for (see
+/// [`Waiters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unlisted {
+    /// There are none: every waiter has an entry (etcd, ZooKeeper).
+    None,
+    /// Whether any wait is not known: they leave nothing in the store.
+    #[default]
+    Unknown,
+    /// Someone has waited for the current holder: a waiter left a mark on
+    /// its lease (Redis's plain lock), though not who, nor how many.
+    SomeoneWaited,
 }
 
 /// What [`Locker::force_release`](crate::Locker::force_release) removed.

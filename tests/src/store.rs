@@ -132,6 +132,19 @@ impl TestStore {
         matches!(self, TestStore::Etcd(_) | TestStore::ZooKeeper(_))
     }
 
+    /// Whether a plain lock's waiter marks the holder's lease, so that
+    /// an inspection tells that someone has waited (the Redis stores).
+    pub fn marks_plain_waiters(&self) -> bool {
+        matches!(
+            self,
+            TestStore::Redis(_)
+                | TestStore::RedisTls(_)
+                | TestStore::Sentinel(_)
+                | TestStore::RedLock(_)
+                | TestStore::Cluster(_)
+        )
+    }
+
     /// How a process of its own reaches the store: the URL for
     /// [`Locker::connect`] and, over TLS, the file of the certificate
     /// authority to trust. `None` for the memory store (it lives in this

@@ -50,6 +50,9 @@ pub(crate) struct Acquisition {
     /// The value an election's candidate publishes with its lease,
     /// encoded ([`owner::published`]).
     pub(crate) published: Option<Arc<str>>,
+    /// A try (`try_lock`, `if_held_skip`): a held lock is a skip, counted
+    /// as one rather than as a timed-out wait.
+    pub(crate) skip_if_held: bool,
 }
 
 /// Where an acquisition stands after its first step.
@@ -132,7 +135,7 @@ impl Acquisition {
             Some(Ok(Attempt::Acquired(grant))) => {
                 let front = first.into_held();
                 tracing::debug!(key = %self.keys.user(), token = %grant.token, "lock acquired");
-                telemetry::acquired_at_once();
+                telemetry::acquired_at_once(self.keys.user());
                 let taken = NewLease {
                     owner,
                     grant,
@@ -377,7 +380,7 @@ impl Acquisition {
         };
         let token = guard.token();
         tracing::debug!(key = %self.keys.user(), %token, waited = ?started.elapsed(), "lock acquired");
-        telemetry::acquired(started);
+        telemetry::acquired(self.keys.user(), started);
         Ok(guard)
     }
 
@@ -417,7 +420,11 @@ impl Acquisition {
     }
 
     fn timeout_error(&self, started: Instant, holder_expires_in: Option<Duration>) -> LockError {
-        telemetry::wait_timed_out();
+        if self.skip_if_held {
+            telemetry::skipped(self.keys.user());
+        } else {
+            telemetry::wait_timed_out(self.keys.user());
+        }
         tracing::debug!(key = %self.keys.user(), waited = ?started.elapsed(), "lock wait timed out");
         LockError::WaitTimeout {
             key: LockError::shown(self.keys.user()),

@@ -1,7 +1,7 @@
 //! Leader election: [`Election`], a campaign for a key's plain lock that
 //! publishes a value with its lease, and [`Leadership`], the lease it wins.
 //!
-//! An election on `key` is the plain lock on `key`: `lockctl inspect key`
+//! An election on `key` is the plain lock on `key`: `lockctl leader key`
 //! shows the leader, and [`Locker::lock`] on the same key competes with the
 //! candidates. The published value rides in the owner value
 //! (`owner.rs`), so it lives and ends with the leadership on every store.

@@ -45,6 +45,7 @@ use crate::token::FencingToken;
     allow(dead_code)
 )]
 pub(crate) fn stale(resource: &str, token: FencingToken, newest: FencingToken) -> LockError {
+    crate::telemetry::fence_refused();
     LockError::StaleToken {
         resource: LockError::shown(resource),
         token,

@@ -179,7 +179,9 @@ impl LockRequest {
     /// Tries once; `Ok(None)` when the lock is held elsewhere.
     pub(crate) async fn try_once(mut self) -> Result<Option<LockGuard>, LockError> {
         self.options.wait = Some(Duration::ZERO);
-        match self.checked()?.first_step().finish().await {
+        let mut acquisition = self.checked()?;
+        acquisition.skip_if_held = true;
+        match acquisition.first_step().finish().await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::WaitTimeout { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -223,6 +225,7 @@ impl LockRequest {
             watchdog: settings.watchdog,
             hold_at_least: settings.hold_at_least,
             published: self.published,
+            skip_if_held: false,
         })
     }
 }

@@ -87,6 +87,7 @@ where
         }
         if let Err(stale) = self.newest.observe(&resource, token) {
             tracing::debug!(%resource, %token, %stale, "stale fencing token rejected");
+            crate::telemetry::refused();
             return ResponseFuture::answer(answer(
                 StatusCode::CONFLICT,
                 format!(

@@ -1,4 +1,5 @@
-//! The `metrics` feature records acquisitions, waits, losses and releases.
+//! The `metrics` feature records acquisitions, waits, skips, losses and
+//! releases, per key prefix where a key is at hand.
 
 use std::time::Duration;
 
@@ -18,15 +19,19 @@ fn metrics_count_what_happens() {
             .unwrap();
         runtime.block_on(async {
             let locker = Locker::memory();
-            let guard = locker.lock("m").await.unwrap();
+            let guard = locker.lock("order:1").await.unwrap();
             let _ = locker
-                .lock("m")
+                .lock("order:1")
                 .wait(Duration::from_millis(20))
                 .await
                 .unwrap_err();
+            // Two skips, not timed-out waits.
+            assert!(locker.try_lock("order:1").await.unwrap().is_none());
+            let skipped = locker.lock("order:1").if_held_skip().await.unwrap();
+            assert!(skipped.is_none());
             guard.release().await.unwrap();
             let short = locker
-                .lock("m")
+                .lock("job:nightly")
                 .ttl(Duration::from_millis(50))
                 .watchdog(false)
                 .await
@@ -47,28 +52,46 @@ fn metrics_count_what_happens() {
             (key.name().to_owned(), labels, value)
         })
         .collect();
+    // The sum over every label set of counter `name`, and the label sets.
     let counter = |name: &str| {
-        values
-            .iter()
-            .find(|(n, _, _)| n == name)
+        let found = values.iter().filter(|(n, _, _)| n == name);
+        let mut labels: Vec<String> = found.clone().flat_map(|(_, l, _)| l.clone()).collect();
+        labels.sort();
+        let sum = found
             .map(|(_, _, v)| match v {
                 DebugValue::Counter(c) => *c,
                 other => panic!("{name} is {other:?}"),
             })
-            .unwrap_or(0)
+            .sum::<u64>();
+        (sum, labels)
     };
-    assert_eq!(counter("lock_acquired_total"), 2);
-    assert_eq!(counter("lock_wait_timeouts_total"), 1);
-    assert_eq!(counter("lock_released_total"), 1);
-    assert_eq!(counter("lock_lost_total"), 1);
+    let by_prefix = |prefixes: &[&str]| -> Vec<String> {
+        prefixes.iter().map(|p| format!("prefix={p}")).collect()
+    };
+    assert_eq!(
+        counter("lock_acquired_total"),
+        (2, by_prefix(&["job", "order"]))
+    );
+    assert_eq!(
+        counter("lock_wait_timeouts_total"),
+        (1, by_prefix(&["order"]))
+    );
+    assert_eq!(counter("lock_skipped_total"), (2, by_prefix(&["order"])));
+    assert_eq!(counter("lock_released_total").0, 1);
+    assert_eq!(counter("lock_lost_total").0, 1);
     let lost = values
         .iter()
         .find(|(n, _, _)| n == "lock_lost_total")
         .unwrap();
     assert_eq!(lost.1, vec!["reason=not_renewed_in_time".to_owned()]);
-    let waits = values
+    let waits: Vec<_> = values
         .iter()
-        .find(|(n, _, _)| n == "lock_wait_seconds")
-        .unwrap();
-    assert!(matches!(&waits.2, DebugValue::Histogram(h) if h.len() == 2));
+        .filter(|(n, _, _)| n == "lock_wait_seconds")
+        .map(|(_, labels, value)| match value {
+            DebugValue::Histogram(h) => (labels.clone(), h.len()),
+            other => panic!("lock_wait_seconds is {other:?}"),
+        })
+        .collect();
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert!(waits.contains(&(by_prefix(&["order"]), 1)), "{waits:?}");
 }

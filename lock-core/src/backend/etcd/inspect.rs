@@ -20,7 +20,9 @@ use super::queue::Names;
 use crate::backend::queued::admission;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiters, user_key_of,
+};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -155,7 +157,7 @@ impl EtcdBackend {
             }
             inspection.holders.push(holder);
         }
-        inspection.waiters = Some(waiters);
+        inspection.waiters = Waiters::all_listed(waiters);
         Ok(inspection)
     }
 

@@ -7,7 +7,7 @@ use super::entries::Entries;
 use super::{MemoryBackend, State};
 use crate::backend::key_shards::SHARDS;
 use crate::backend::stored_keys::{KeyMap, StoredKeys};
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters};
 use crate::kind::LockKind;
 
 impl State {
@@ -40,7 +40,7 @@ impl State {
         for (map, segments) in kinds {
             waiters += map.inspect(keys, now, segments, &mut seen.holders);
         }
-        seen.waiters = Some(waiters);
+        seen.waiters = Waiters::new(waiters, Unlisted::Unknown);
         seen
     }
 }
@@ -107,6 +107,6 @@ impl MemoryBackend {
         state.remove_every_kind(keys);
         state.publish(keys);
         let highest = seen.holders.iter().map(|holder| holder.token).max();
-        ForceReleased::new(seen.holders.len() + seen.waiters.unwrap_or(0), highest)
+        ForceReleased::new(seen.holders.len() + seen.waiters.queued, highest)
     }
 }

@@ -27,7 +27,9 @@ use super::lock_tables::{
 use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{
+    ForceReleased, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
+};
 use crate::kind::LockKind;
 
 /// Leases in MySQL (8.0 and later) or MariaDB (10.6 and later): one row
@@ -442,7 +444,7 @@ impl MysqlBackend {
                 None => waiters += 1,
             }
         }
-        inspection.waiters = Some(waiters);
+        inspection.waiters = Waiters::new(waiters, Unlisted::Unknown);
         Ok(inspection)
     }
 

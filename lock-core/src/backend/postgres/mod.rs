@@ -28,7 +28,9 @@ use super::lock_tables::{
 use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{
+    ForceReleased, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
+};
 use crate::kind::LockKind;
 
 /// Leases in PostgreSQL: one row per held lock in the table `leases` of
@@ -383,7 +385,7 @@ impl PostgresBackend {
                 None => waiters += 1,
             }
         }
-        inspection.waiters = Some(waiters);
+        inspection.waiters = Waiters::new(waiters, Unlisted::Unknown);
         Ok(inspection)
     }
 

@@ -93,7 +93,7 @@ impl<L: Leased> Held<L> {
 
     /// Records `entry` under `name` even while the reaper deletes an older
     /// entry of that name, which it then leaves in place (see `reaped`).
-    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) fn record(&self, name: String, entry: Entry<L>) {
         self.table().entries.insert(name, entry);
         self.changed.notify_one();

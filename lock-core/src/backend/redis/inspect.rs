@@ -13,7 +13,9 @@ use super::wait::Masters;
 use super::{RedisBackend, bounded};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
+};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -51,9 +53,15 @@ fn kind_of(tag: &str) -> Option<LockKind> {
 /// Reads inspect.lua's reply.
 fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
     let mut values = reply.into_iter();
-    let waiters: usize = redis::from_redis_value(values.next()?).ok()?;
+    let queued: usize = redis::from_redis_value(values.next()?).ok()?;
+    let marked: i64 = redis::from_redis_value(values.next()?).ok()?;
     let mut seen = Inspection::new(keys.user());
-    seen.waiters = Some(waiters);
+    let unlisted = if marked == 1 {
+        Unlisted::SomeoneWaited
+    } else {
+        Unlisted::Unknown
+    };
+    seen.waiters = Waiters::new(queued, unlisted);
     let rest: Vec<Value> = values.collect();
     for holder in rest.chunks(6) {
         let [kind, owner, token, remaining, age, segment] = holder else {

@@ -8,7 +8,7 @@ use super::RedLockBackend;
 use crate::backend::stored_keys::StoredKeys;
 use crate::backend::{LockStore, RedisBackend};
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
+use crate::inspect::{ForceReleased, Holder, Inspection, Pattern, Unlisted, Waiters};
 use crate::kind::LockKind;
 
 impl RedLockBackend {
@@ -51,7 +51,16 @@ impl RedLockBackend {
             .filter(|(count, _)| *count >= self.quorum)
             .map(|(_, holder)| holder)
             .collect();
-        inspection.waiters = seen.iter().filter_map(|s| s.waiters).max();
+        let queued = seen.iter().map(|s| s.waiters.queued).max().unwrap_or(0);
+        let marked = seen
+            .iter()
+            .any(|s| s.waiters.unlisted == Unlisted::SomeoneWaited);
+        let unlisted = if marked {
+            Unlisted::SomeoneWaited
+        } else {
+            Unlisted::Unknown
+        };
+        inspection.waiters = Waiters::new(queued, unlisted);
         Ok(inspection)
     }
 

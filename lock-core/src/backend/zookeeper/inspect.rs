@@ -12,7 +12,9 @@ use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
+use crate::inspect::{
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiters, user_key_of,
+};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -126,7 +128,7 @@ impl ZooKeeperBackend {
                 inspection.holders.push(holder);
             }
         }
-        inspection.waiters = Some(waiters);
+        inspection.waiters = Waiters::all_listed(waiters);
         Ok(inspection)
     }
 

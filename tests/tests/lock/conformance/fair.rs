@@ -266,7 +266,7 @@ fn fair_waiter(
 /// The queue entries the store keeps for waiters on `key`.
 async fn waiters(locker: &Locker, key: &str) -> usize {
     let inspection = locker.inspect(key).await.unwrap();
-    inspection.waiters.unwrap_or(0)
+    inspection.waiters.queued
 }
 
 /// Waits until the store keeps `n` queue entries for `key` (another process's

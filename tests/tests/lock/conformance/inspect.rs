@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::LockKind;
-use lock_core::{Holder, LockError, LockGuard};
+use lock_core::{Holder, LockError, LockGuard, Locker, Unlisted, Waiters};
 use lock_testkit::TestStore;
 
 use super::{SLACK, Sole};
@@ -30,6 +30,46 @@ fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: LockKind) -> &'
     holder
 }
 
+/// A plain lock's waiter, as the store tells of it: a queue entry where
+/// every lock is a queue, the lease's waiter mark on Redis, else "not
+/// known"; never "no one waits" (`Unlisted::None` with 0 queued) once it
+/// waits.
+async fn plain_waiters_are_never_shown_as_none(store: &TestStore, a: &Locker, b: &Locker) {
+    let held = a.lock("seen:waited").await.unwrap();
+    let quiet = b.inspect("seen:waited").await.unwrap().waiters;
+    assert_eq!(quiet.queued, 0, "{quiet:?}");
+    assert_ne!(
+        quiet.unlisted,
+        Unlisted::SomeoneWaited,
+        "no one has waited yet"
+    );
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("seen:waited").wait(Duration::from_secs(30)).await }
+    });
+    let expected = if store.plain_locks_queue() {
+        Waiters::all_listed(1)
+    } else if store.marks_plain_waiters() {
+        Waiters::new(0, Unlisted::SomeoneWaited)
+    } else {
+        Waiters::new(0, Unlisted::Unknown)
+    };
+    let shown = async {
+        loop {
+            let seen = b.inspect("seen:waited").await.unwrap().waiters;
+            if seen == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let shown = tokio::time::timeout(Duration::from_secs(10), shown).await;
+    shown.unwrap_or_else(|_| panic!("the waiter was never shown as {expected:?}"));
+    held.release().await.unwrap();
+    let next = waiter.await.unwrap().expect("the waiter gets the lock");
+    next.release().await.unwrap();
+}
+
 pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store: TestStore) {
     let (a, _) = store
         .locker_with(|b| b.label("inspector-a").ttl(Duration::from_secs(3)))
@@ -43,6 +83,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
     assert_eq!(seen.holders.len(), 1, "{seen:?}");
     holder_of(&seen.holders, &plain, LockKind::Exclusive);
     assert!(!b.inspect("seen:nothing").await.unwrap().is_held());
+    plain_waiters_are_never_shown_as_none(&store, &a, &b).await;
 
     if store.keeps_the_family() {
         // A 30 s lease ahead: its waiter asks again on its own only after 15 s.
@@ -63,7 +104,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
         let waiting = async {
             loop {
                 let seen = b.inspect("seen:fair").await.unwrap();
-                if seen.waiters == Some(1) {
+                if seen.waiters.queued == 1 {
                     return seen;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;

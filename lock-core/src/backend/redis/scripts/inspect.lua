@@ -6,7 +6,8 @@
 --          rw_acquire.lua); KEYS[4] the permits, KEYS[5] the segments (see
 --          permit_acquire.lua)
 --
--- Replies {waiters, then six values per live holder: kind, owner, token,
+-- Replies {queued waiters, 1 if a waiter marked the plain lease (else 0),
+-- then six values per live holder: kind, owner, token,
 -- remaining ms, age ms, segment}. Kind is `x` (exclusive), `f` (fair), `r`,
 -- `w`, `p<permits>` or `s<segments>`; the token is its digits; the age
 -- comes from the token, which is this server's clock in microseconds when
@@ -15,7 +16,7 @@
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
-local out = {0}
+local out = {0, 0}
 
 local function add(kind, owner, token, remaining, segment)
   local age = math.floor((now_us - tonumber(token)) / 1000)
@@ -41,6 +42,8 @@ local lease = redis.call('GET', KEYS[1])
 if lease then
   local owner, token = string.match(lease, '^1|([^|]*)|(%d+)')
   if owner then add('x', owner, token, redis.call('PTTL', KEYS[1]), -1) end
+  -- The waiter mark (see acquire.lua); 119 is `w`.
+  if owner and string.byte(lease, -1) == 119 then out[2] = 1 end
 end
 
 entries(KEYS[2], function(owner, token, remaining)
