@@ -96,7 +96,7 @@ impl Inspection {
 }
 
 /// Who waits for a key, as far as its store can tell: the waiters it keeps
-/// an entry for, and what it knows of those it keeps none for.
+/// an entry for, in line, and what it knows of those it keeps none for.
 ///
 /// On etcd and ZooKeeper every waiter has an entry. Elsewhere a fair
 /// queue's waiters and a waiting writer have one, while a plain lock's
@@ -112,12 +112,43 @@ impl Inspection {
 /// assert_eq!(seen.to_string(), "0 queued; others not listed by this store");
 /// assert_eq!(Waiters::all_listed(3).to_string(), "3");
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// A fair lock's queue, read by an operator:
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::{LockKind, Locker};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::LockError> {
+/// let locker = Locker::builder().label("billing-3").memory()?;
+/// let held = locker.fair_lock("ledger").await?;
+/// let waiting = tokio::spawn({
+///     let locker = locker.clone();
+///     async move { locker.fair_lock("ledger").wait(Duration::from_secs(5)).await }
+/// });
+/// let queue = loop {
+///     let seen = locker.inspect("ledger").await?;
+///     if !seen.waiters.queue.is_empty() {
+///         break seen.waiters.queue;
+///     }
+///     tokio::task::yield_now().await;
+/// };
+/// assert_eq!(queue[0].kind, LockKind::Fair);
+/// assert_eq!(queue[0].process(), Some(format!("billing-3/pid {}", std::process::id())));
+/// held.release().await?;
+/// waiting.await.unwrap()?.release().await
+/// # }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Waiters {
     /// Waiters with an entry in the store: fair-queue entries, a waiting
     /// writer's mark, every waiter on etcd and ZooKeeper.
     pub queued: usize,
+    /// The queued waiters whose entry names them, each kind's in the order
+    /// they will be granted (the kinds one after the other).
+    pub queue: Vec<Waiter>,
     /// What the store knows of the waiters it keeps no entry for.
     pub unlisted: Unlisted,
 }
@@ -125,7 +156,11 @@ pub struct Waiters {
 impl Waiters {
     /// `queued` waiters, and whatever the store knows of the others.
     pub fn new(queued: usize, unlisted: Unlisted) -> Self {
-        Waiters { queued, unlisted }
+        Waiters {
+            queued,
+            queue: Vec::new(),
+            unlisted,
+        }
     }
 
     /// `queued` waiters, and no others: the store keeps an entry for every
@@ -151,6 +186,32 @@ impl std::fmt::Display for Waiters {
     }
 }
 
+/// One waiter with an entry in the store (see [`Waiters::queue`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiter {
+    /// The kind of lock it waits for.
+    pub kind: LockKind,
+    /// Its owner value: one per acquisition (see [`process`](Self::process)).
+    pub owner: String,
+}
+
+impl Waiter {
+    /// A waiter for `kind` by `owner`.
+    pub fn new(kind: LockKind, owner: impl Into<String>) -> Self {
+        Waiter {
+            kind,
+            owner: owner.into(),
+        }
+    }
+
+    /// The process that waits, `<label>/pid <pid>`; `None` for an owner
+    /// value lock-core did not make.
+    pub fn process(&self) -> Option<String> {
+        crate::owner::process_of(&self.owner)
+    }
+}
+
 /// What a store knows of the waiters it keeps no entry for (see
 /// [`Waiters`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,7 +223,8 @@ pub enum Unlisted {
     #[default]
     Unknown,
     /// Someone has waited for the current holder: a waiter left a mark on
-    /// its lease (Redis's plain lock), though not who, nor how many.
+    /// its lease (a plain lock on Redis, PostgreSQL and MySQL), though not
+    /// who, nor how many.
     SomeoneWaited,
 }
 

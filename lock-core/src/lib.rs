@@ -174,7 +174,7 @@ pub use election::{Campaign, Election, Leader, LeaderChanges, Leadership};
 pub use error::StoreError;
 pub use error::{LockError, LossReason, Operation};
 pub use guard::{LockGuard, OnLost};
-pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Unlisted, Waiters};
+pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Unlisted, Waiter, Waiters};
 pub use kind::LockKind;
 pub use lease::Lease;
 #[cfg(feature = "macros")]

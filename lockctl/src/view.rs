@@ -39,10 +39,21 @@ pub struct HolderView {
 pub struct WaitersView {
     /// Waiters with an entry in the store.
     pub queued: usize,
+    /// Those whose entry names them, each kind's in line.
+    pub queue: Vec<WaiterView>,
     /// Those without one: `none` (every waiter has an entry), `unknown`
     /// (the store lists none of them), or `someone_waited` (unlisted, but
     /// one has waited for the current holder).
     pub unlisted: &'static str,
+}
+
+/// One waiter in line.
+#[derive(Debug, Serialize)]
+pub struct WaiterView {
+    pub kind: String,
+    pub label: Option<String>,
+    pub process: Option<String>,
+    pub owner: String,
 }
 
 /// `leader --json`.
@@ -77,9 +88,9 @@ fn millis(d: Option<Duration>) -> Option<u64> {
 }
 
 /// The label of an owner value lock-core made (`<label>:...`).
-fn label_of(holder: &Holder) -> Option<String> {
-    holder.process()?;
-    holder.owner.split(':').next().map(str::to_owned)
+fn label_of(owner: &str) -> Option<String> {
+    lock_core::Waiter::new(LockKind::Exclusive, owner).process()?;
+    owner.split(':').next().map(str::to_owned)
 }
 
 impl From<&Holder> for HolderView {
@@ -92,7 +103,7 @@ impl From<&Holder> for HolderView {
             kind: holder.kind.to_string(),
             of,
             segment: holder.segment,
-            label: label_of(holder),
+            label: label_of(&holder.owner),
             process: holder.process(),
             owner: holder.owner.clone(),
             token: holder.token.get(),
@@ -102,15 +113,22 @@ impl From<&Holder> for HolderView {
     }
 }
 
-impl From<Waiters> for WaitersView {
-    fn from(waiters: Waiters) -> Self {
+impl From<&Waiters> for WaitersView {
+    fn from(waiters: &Waiters) -> Self {
         let unlisted = match waiters.unlisted {
             Unlisted::None => "none",
             Unlisted::SomeoneWaited => "someone_waited",
             _ => "unknown",
         };
+        let queue = waiters.queue.iter().map(|waiter| WaiterView {
+            kind: waiter.kind.to_string(),
+            label: label_of(&waiter.owner),
+            process: waiter.process(),
+            owner: waiter.owner.clone(),
+        });
         WaitersView {
             queued: waiters.queued,
+            queue: queue.collect(),
             unlisted,
         }
     }
@@ -122,7 +140,7 @@ impl From<&Inspection> for InspectionView {
             key: seen.key.clone(),
             held: seen.is_held(),
             holders: seen.holders.iter().map(HolderView::from).collect(),
-            waiters: seen.waiters.into(),
+            waiters: (&seen.waiters).into(),
         }
     }
 }
@@ -170,7 +188,7 @@ pub fn duration_text(d: Option<Duration>) -> String {
 
 /// The waiters in a table's cell: `2` where every waiter is listed, `2+?`
 /// where others are not listed, `2+w` where one of those has waited.
-pub fn waiters_cell(waiters: Waiters) -> String {
+pub fn waiters_cell(waiters: &Waiters) -> String {
     match waiters.unlisted {
         Unlisted::None => waiters.queued.to_string(),
         Unlisted::SomeoneWaited => format!("{}+w", waiters.queued),
@@ -183,7 +201,7 @@ pub const WAITERS_LEGEND: &str =
     "WAIT: queued; +? others not listed by this store; +w and someone has waited";
 
 /// The waiters for people, as `show` prints them.
-pub fn waiters_line(waiters: Waiters) -> String {
+pub fn waiters_line(waiters: &Waiters) -> String {
     match waiters.unlisted {
         Unlisted::None => format!("waiters: {}", waiters.queued),
         Unlisted::SomeoneWaited => format!(
@@ -214,10 +232,10 @@ mod tests {
     #[test]
     fn unlisted_waiters_are_never_a_bare_zero() {
         let unknown = Waiters::new(0, Unlisted::Unknown);
-        assert_eq!(waiters_cell(unknown), "0+?");
-        assert!(waiters_line(unknown).contains("not listed by this store"));
+        assert_eq!(waiters_cell(&unknown), "0+?");
+        assert!(waiters_line(&unknown).contains("not listed by this store"));
         let marked = Waiters::new(0, Unlisted::SomeoneWaited);
-        assert!(waiters_line(marked).ends_with("someone has waited"));
-        assert_eq!(waiters_cell(Waiters::all_listed(0)), "0");
+        assert!(waiters_line(&marked).ends_with("someone has waited"));
+        assert_eq!(waiters_cell(&Waiters::all_listed(0)), "0");
     }
 }

@@ -133,15 +133,12 @@ impl TestStore {
     }
 
     /// Whether a plain lock's waiter marks the holder's lease, so that
-    /// an inspection tells that someone has waited (the Redis stores).
+    /// an inspection tells that someone has waited (the Redis stores,
+    /// PostgreSQL and MySQL).
     pub fn marks_plain_waiters(&self) -> bool {
-        matches!(
+        !matches!(
             self,
-            TestStore::Redis(_)
-                | TestStore::RedisTls(_)
-                | TestStore::Sentinel(_)
-                | TestStore::RedLock(_)
-                | TestStore::Cluster(_)
+            TestStore::Memory(_) | TestStore::Etcd(_) | TestStore::ZooKeeper(_)
         )
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::{Attempt, Grant, StoredKeys};
 use crate::error::StoreError;
-use crate::inspect::Holder;
+use crate::inspect::{Holder, Inspection, Unlisted, Waiter};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -113,8 +113,10 @@ impl Taken {
     }
 }
 
-/// One row of an inspection: its mode (`x` for the plain lock), owner,
-/// token (0 for a queue entry), ms left, ms since taken, segment and size.
+/// One row of an inspection: its mode (`x` for the plain lock, `m` for a
+/// waiting writer's mark), owner, token (0 for a queue entry), ms left, ms
+/// since taken, segment, size, seq (a fair queue entry's place in line),
+/// and whether a waiter marked the plain lock's lease.
 pub(super) struct Inspected {
     pub(super) mode: String,
     pub(super) owner: String,
@@ -123,29 +125,58 @@ pub(super) struct Inspected {
     pub(super) age_ms: i64,
     pub(super) segment: i64,
     pub(super) size: i64,
+    pub(super) seq: i64,
+    pub(super) waited: bool,
 }
 
 impl Inspected {
-    /// The holder this row is, or `None` for a queue entry.
-    pub(super) fn holder(self) -> Option<Holder> {
-        if self.token == 0 {
-            return None;
-        }
+    /// The kind of lock the row is of.
+    fn kind(&self) -> LockKind {
         let size = u32::try_from(self.size).unwrap_or(0);
-        let kind = match self.mode.as_str() {
+        match self.mode.as_str() {
             "f" => LockKind::Fair,
             "r" => LockKind::Read,
-            "w" => LockKind::Write,
+            "w" | "m" => LockKind::Write,
             "p" => LockKind::Permit { of: size },
             "s" => LockKind::Segment { of: size },
             _ => LockKind::Exclusive,
-        };
-        let mut holder = Holder::new(kind, self.owner, token_of(self.token))
+        }
+    }
+
+    /// The holder a row with a token is.
+    fn holder(self) -> Holder {
+        let mut holder = Holder::new(self.kind(), self.owner, token_of(self.token))
             .remaining(from_millis(self.remaining_ms))
             .age(from_millis(self.age_ms));
         if self.mode == "s" {
             holder = holder.segment(u32::try_from(self.segment).unwrap_or(0));
         }
-        Some(holder)
+        holder
     }
+}
+
+/// The inspection of `key` from its `rows`: the holders, and the queue
+/// entries in line (the fair queue's by seq, then a waiting writer's mark).
+pub(super) fn inspection(key: &str, rows: Vec<Inspected>) -> Inspection {
+    let mut inspection = Inspection::new(key);
+    let mut line = Vec::new();
+    for row in rows {
+        if row.waited {
+            inspection.waiters.unlisted = Unlisted::SomeoneWaited;
+        }
+        if row.token != 0 {
+            inspection.holders.push(row.holder());
+            continue;
+        }
+        inspection.waiters.queued += 1;
+        let kind = row.kind();
+        line.push((
+            kind != LockKind::Fair,
+            row.seq,
+            Waiter::new(kind, row.owner),
+        ));
+    }
+    line.sort_by_key(|(writer, seq, _)| (*writer, *seq));
+    inspection.waiters.queue = line.into_iter().map(|(.., waiter)| waiter).collect();
+    inspection
 }

@@ -1,6 +1,6 @@
 //! `show KEY`: its holders and waiters.
 
-use lock_core::{Inspection, LockError, Locker};
+use lock_core::{Inspection, LockError, Locker, Waiters};
 
 use super::{WIDTH, print_json};
 use crate::exit::Exit;
@@ -27,8 +27,7 @@ pub fn text(seen: &Inspection) -> String {
     let mut out = String::new();
     if !seen.is_held() {
         out.push_str(&format!("{}: not held\n", cut(&seen.key, WIDTH - 10)));
-        out.push_str(&waiters_line(seen.waiters));
-        out.push('\n');
+        out.push_str(&waiters(&seen.waiters));
         return out;
     }
     out.push_str(&format!("{}: held\n", cut(&seen.key, WIDTH - 6)));
@@ -43,10 +42,59 @@ pub fn text(seen: &Inspection) -> String {
         ]);
     }
     out.push_str(&table.render(WIDTH));
-    out.push_str(&waiters_line(seen.waiters));
-    out.push_str("\nowners:\n");
+    out.push_str(&waiters(&seen.waiters));
+    out.push_str("owners:\n");
     for holder in &seen.holders {
         out.push_str(&format!("  {}\n", cut(&holder.owner, WIDTH - 2)));
     }
     out
+}
+
+/// The waiters: how many, and those listed, in line.
+fn waiters(waiters: &Waiters) -> String {
+    let mut out = waiters_line(waiters);
+    out.push('\n');
+    if waiters.queue.is_empty() {
+        return out;
+    }
+    let mut table = Table::new(&["IN LINE", "KIND", "PROCESS"], &[2]);
+    for (at, waiter) in waiters.queue.iter().enumerate() {
+        table.row(vec![
+            (at + 1).to_string(),
+            waiter.kind.to_string(),
+            waiter.process().unwrap_or_else(|| "?".to_owned()),
+        ]);
+    }
+    out.push_str(&table.render(WIDTH));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use lock_core::{FencingToken, Holder, LockKind, Unlisted, Waiter, Waiters};
+
+    use super::*;
+
+    #[test]
+    fn the_waiters_are_shown_in_line() {
+        let mut seen = Inspection::new("ledger");
+        let pid = std::process::id();
+        let owner = |label: &str| format!("{label}:00000000000000ab:{pid}:1");
+        let holder = Holder::new(LockKind::Fair, owner("billing-3"), FencingToken::new(7));
+        seen.holders.push(holder);
+        seen.waiters = Waiters::new(3, Unlisted::SomeoneWaited);
+        for label in ["waiter-1", "waiter-2"] {
+            let waiter = Waiter::new(LockKind::Fair, owner(label));
+            seen.waiters.queue.push(waiter);
+        }
+        let shown = text(&seen);
+        let expected = format!(
+            "waiters: 3 queued; others not listed by this store; someone has waited\n\
+             IN LINE  KIND  PROCESS\n\
+             1        fair  waiter-1/pid {pid}\n\
+             2        fair  waiter-2/pid {pid}\n\
+             owners:\n"
+        );
+        assert!(shown.contains(&expected), "{shown}");
+    }
 }

@@ -115,7 +115,7 @@ impl Frames {
                     holder.process().unwrap_or_else(|| "?".to_owned()),
                     holder.token.to_string(),
                     duration_text(holder.remaining),
-                    once(waiters_cell(inspection.waiters)),
+                    once(waiters_cell(&inspection.waiters)),
                     once(changed.clone()),
                 ]);
             }

@@ -21,7 +21,7 @@ use crate::backend::queued::admission;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiters, user_key_of,
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiter, Waiters, user_key_of,
 };
 use crate::kind::LockKind;
 use crate::token::FencingToken;
@@ -54,7 +54,7 @@ fn holders_of<'a>(
     at: usize,
     base: &str,
     entries: &'a [KeyValue],
-    waiters: &mut usize,
+    waiters: &mut Waiters,
 ) -> Vec<Found<'a>> {
     let name = |kv: &KeyValue| text(&kv.key()[base.len().min(kv.key().len())..]);
     let mut held = Vec::new();
@@ -87,7 +87,8 @@ fn holders_of<'a>(
                 if admission::holds(*kind, ahead) {
                     held.push((*kind, owner.clone(), *kv));
                 } else {
-                    *waiters += 1;
+                    waiters.queued += 1;
+                    waiters.queue.push(Waiter::new(*kind, owner.clone()));
                 }
             }
         }
@@ -121,7 +122,7 @@ impl EtcdBackend {
         let txn = Txn::new().and_then(reads.collect::<Vec<_>>());
         let reply = bounded(shared.timeout, false, shared.client.clone().txn(txn)).await?;
         let mut inspection = Inspection::new(keys.user());
-        let mut waiters = 0;
+        let mut waiters = Waiters::all_listed(0);
         let mut found = Vec::new();
         for (at, response) in reply.op_responses().into_iter().enumerate() {
             let TxnOpResponse::Get(got) = response else {
@@ -157,7 +158,7 @@ impl EtcdBackend {
             }
             inspection.holders.push(holder);
         }
-        inspection.waiters = Waiters::all_listed(waiters);
+        inspection.waiters = waiters;
         Ok(inspection)
     }
 

@@ -11,7 +11,7 @@ use super::{HeldBy, State};
 use crate::backend::Attempt;
 use crate::backend::stored_keys::{KeyMap, StoredKeys};
 use crate::error::StoreError;
-use crate::inspect::Holder;
+use crate::inspect::Inspection;
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -42,9 +42,9 @@ pub(super) trait Entries {
     /// Forgets what has expired; `true` if nothing is left.
     fn sweep(&mut self, now: Instant) -> bool;
 
-    /// Adds the live holders to `out` (`segments`: a striped lock's map);
-    /// returns the live queue entries of waiters.
-    fn inspect(&self, now: Instant, segments: bool, out: &mut Vec<Holder>) -> usize;
+    /// Adds the live holders and queue entries to `seen` (`segments`: a
+    /// striped lock's map).
+    fn inspect(&self, now: Instant, segments: bool, seen: &mut Inspection);
 }
 
 /// Extends `owner`'s live lease among `holders` (`parts` gives a holder's

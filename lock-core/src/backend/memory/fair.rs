@@ -10,7 +10,7 @@ use super::HeldBy;
 use super::entries::{Entries, Released};
 use crate::backend::{Attempt, Grant};
 use crate::error::StoreError;
-use crate::inspect::Holder;
+use crate::inspect::{Holder, Inspection, Waiter};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -40,19 +40,20 @@ impl Entries for FairQueue {
         self.entries.is_empty()
     }
 
-    fn inspect(&self, now: Instant, _: bool, out: &mut Vec<Holder>) -> usize {
+    fn inspect(&self, now: Instant, _: bool, seen: &mut Inspection) {
         let live = self.entries.iter().filter(|t| t.expires > now);
-        let mut waiters = 0;
         for entry in live {
+            let owner = entry.owner.as_str();
             match entry.token {
-                Some(token) => out.push(
-                    Holder::new(LockKind::Fair, entry.owner.as_str(), token)
-                        .remaining(entry.expires - now),
-                ),
-                None => waiters += 1,
+                Some(token) => seen
+                    .holders
+                    .push(Holder::new(LockKind::Fair, owner, token).remaining(entry.expires - now)),
+                None => {
+                    seen.waiters.queued += 1;
+                    seen.waiters.queue.push(Waiter::new(LockKind::Fair, owner));
+                }
             }
         }
-        waiters
     }
 
     fn acquire(

@@ -7,7 +7,7 @@ use super::entries::Entries;
 use super::{MemoryBackend, State};
 use crate::backend::key_shards::SHARDS;
 use crate::backend::stored_keys::{KeyMap, StoredKeys};
-use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern};
 use crate::kind::LockKind;
 
 impl State {
@@ -30,7 +30,6 @@ impl State {
             let holder = Holder::new(LockKind::Exclusive, lease.owner.as_str(), lease.token);
             seen.holders.push(holder.remaining(lease.expires - now));
         }
-        let mut waiters = 0;
         let kinds: [(&dyn Inspect, bool); 4] = [
             (&self.fair, false),
             (&self.rw, false),
@@ -38,34 +37,22 @@ impl State {
             (&self.segments, true),
         ];
         for (map, segments) in kinds {
-            waiters += map.inspect(keys, now, segments, &mut seen.holders);
+            map.inspect(keys, now, segments, &mut seen);
         }
-        seen.waiters = Waiters::new(waiters, Unlisted::Unknown);
         seen
     }
 }
 
 /// A map of one kind of lock, inspected by key.
 trait Inspect {
-    fn inspect(
-        &self,
-        keys: &StoredKeys,
-        now: Instant,
-        segments: bool,
-        out: &mut Vec<Holder>,
-    ) -> usize;
+    fn inspect(&self, keys: &StoredKeys, now: Instant, segments: bool, seen: &mut Inspection);
 }
 
 impl<E: Entries> Inspect for KeyMap<E> {
-    fn inspect(
-        &self,
-        keys: &StoredKeys,
-        now: Instant,
-        segments: bool,
-        out: &mut Vec<Holder>,
-    ) -> usize {
-        self.get(keys)
-            .map_or(0, |entries| entries.inspect(now, segments, out))
+    fn inspect(&self, keys: &StoredKeys, now: Instant, segments: bool, seen: &mut Inspection) {
+        if let Some(entries) = self.get(keys) {
+            entries.inspect(now, segments, seen);
+        }
     }
 }
 

@@ -37,12 +37,7 @@ impl Entries for Permits {
         }
     }
 
-    fn inspect(
-        &self,
-        now: Instant,
-        segments: bool,
-        out: &mut Vec<crate::inspect::Holder>,
-    ) -> usize {
+    fn inspect(&self, now: Instant, segments: bool, seen: &mut crate::inspect::Inspection) {
         let of = self.of;
         for holder in self.holders.iter().filter(|h| h.expires > now) {
             let kind = if segments {
@@ -50,15 +45,14 @@ impl Entries for Permits {
             } else {
                 LockKind::Permit { of }
             };
-            let seen = crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
+            let found = crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
                 .remaining(holder.expires - now);
-            out.push(if segments {
-                seen.segment(holder.segment)
+            seen.holders.push(if segments {
+                found.segment(holder.segment)
             } else {
-                seen
+                found
             });
         }
-        0
     }
 
     fn sweep(&mut self, now: Instant) -> bool {

@@ -9,6 +9,7 @@ use super::HeldBy;
 use super::entries::{Entries, Released, renew_holder};
 use crate::backend::{Attempt, Grant};
 use crate::error::StoreError;
+use crate::inspect::{Inspection, Waiter};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
 
@@ -45,20 +46,23 @@ impl Entries for ReadWrite {
         ReadWrite::default()
     }
 
-    fn inspect(&self, now: Instant, _: bool, out: &mut Vec<crate::inspect::Holder>) -> usize {
+    fn inspect(&self, now: Instant, _: bool, seen: &mut Inspection) {
         for holder in self.holders.iter().filter(|h| h.expires > now) {
             let kind = if holder.writes {
                 LockKind::Write
             } else {
                 LockKind::Read
             };
-            out.push(
+            seen.holders.push(
                 crate::inspect::Holder::new(kind, holder.owner.as_str(), holder.token)
                     .remaining(holder.expires - now),
             );
         }
-        let waiting = self.writer_waiting.as_ref();
-        usize::from(waiting.is_some_and(|(_, expires)| *expires > now))
+        if let Some((writer, _)) = self.writer_waiting.as_ref().filter(|(_, at)| *at > now) {
+            seen.waiters.queued += 1;
+            let waiter = Waiter::new(LockKind::Write, writer.as_str());
+            seen.waiters.queue.push(waiter);
+        }
     }
 
     fn sweep(&mut self, now: Instant) -> bool {

@@ -22,14 +22,12 @@ use self::errors::{DEADLOCK, LOCK_WAIT_TIMEOUT, bounded, number_of, store_error}
 use self::listen::Listener;
 use self::schema::Schema;
 use super::lock_tables::{
-    Inspected, Taken, from_millis, millis, mode_of, name_of, other_kinds, token_of,
+    Inspected, Taken, from_millis, inspection, millis, mode_of, name_of, other_kinds, token_of,
 };
 use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{
-    ForceReleased, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
-};
+use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
 
 /// Leases in MySQL (8.0 and later) or MariaDB (10.6 and later): one row
@@ -427,10 +425,8 @@ impl MysqlBackend {
                 .bind(&segments)
         };
         let rows = self.connections.rows(query, false).await?;
-        let mut inspection = Inspection::new(keys.user());
-        let mut waiters = 0;
-        for row in &rows {
-            let inspected = Inspected {
+        let rows = rows.iter().map(|row| {
+            Ok(Inspected {
                 mode: text(row, 0)?,
                 owner: text(row, 1)?,
                 token: number(row, 2)?.unwrap_or(0),
@@ -438,14 +434,14 @@ impl MysqlBackend {
                 age_ms: number(row, 4)?.unwrap_or(0),
                 segment: number(row, 5)?.unwrap_or(0),
                 size: number(row, 6)?.unwrap_or(0),
-            };
-            match inspected.holder() {
-                Some(holder) => inspection.holders.push(holder),
-                None => waiters += 1,
-            }
-        }
-        inspection.waiters = Waiters::new(waiters, Unlisted::Unknown);
-        Ok(inspection)
+                seq: number(row, 7)?.unwrap_or(0),
+                waited: number(row, 8)? == Some(1),
+            })
+        });
+        Ok(inspection(
+            keys.user(),
+            rows.collect::<Result<_, StoreError>>()?,
+        ))
     }
 
     pub(super) async fn held_keys_matching(

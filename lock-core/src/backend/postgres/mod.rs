@@ -23,14 +23,12 @@ use self::listen::Listener;
 use self::poll::Poll;
 use self::schema::{Schema, Sql};
 use super::lock_tables::{
-    Inspected, Taken, from_millis, millis, mode_of, name_of, other_kinds, token_of,
+    Inspected, Taken, from_millis, inspection, millis, mode_of, name_of, other_kinds, token_of,
 };
 use super::{Attempt, Grant, LockStore, ReleaseSignal, StoreFuture};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{
-    ForceReleased, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
-};
+use crate::inspect::{ForceReleased, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
 
 /// Leases in PostgreSQL: one row per held lock in the table `leases` of
@@ -368,10 +366,8 @@ impl PostgresBackend {
             .connections
             .query(&self.statements.inspect, &params, false)
             .await?;
-        let mut inspection = Inspection::new(keys.user());
-        let mut waiters = 0;
-        for row in &rows {
-            let inspected = Inspected {
+        let rows = rows.iter().map(|row| {
+            Ok(Inspected {
                 mode: column(row, 0)?,
                 owner: column(row, 1)?,
                 token: column(row, 2)?,
@@ -379,14 +375,14 @@ impl PostgresBackend {
                 age_ms: column(row, 4)?,
                 segment: column::<i32>(row, 5)?.into(),
                 size: column::<i32>(row, 6)?.into(),
-            };
-            match inspected.holder() {
-                Some(holder) => inspection.holders.push(holder),
-                None => waiters += 1,
-            }
-        }
-        inspection.waiters = Waiters::new(waiters, Unlisted::Unknown);
-        Ok(inspection)
+                seq: column(row, 7)?,
+                waited: column(row, 8)?,
+            })
+        });
+        Ok(inspection(
+            keys.user(),
+            rows.collect::<Result<_, StoreError>>()?,
+        ))
     }
 
     pub(super) async fn held_keys_matching(

@@ -14,7 +14,7 @@ use super::{RedisBackend, bounded};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiters, user_key_of,
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiter, Waiters, user_key_of,
 };
 use crate::kind::LockKind;
 use crate::token::FencingToken;
@@ -55,6 +55,7 @@ fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
     let mut values = reply.into_iter();
     let queued: usize = redis::from_redis_value(values.next()?).ok()?;
     let marked: i64 = redis::from_redis_value(values.next()?).ok()?;
+    let listed: usize = redis::from_redis_value(values.next()?).ok()?;
     let mut seen = Inspection::new(keys.user());
     let unlisted = if marked == 1 {
         Unlisted::SomeoneWaited
@@ -62,6 +63,11 @@ fn inspection(keys: &StoredKeys, reply: Vec<Value>) -> Option<Inspection> {
         Unlisted::Unknown
     };
     seen.waiters = Waiters::new(queued, unlisted);
+    let text = |v: Value| redis::from_redis_value::<String>(v).ok();
+    for _ in 0..listed {
+        let (kind, owner) = (text(values.next()?)?, text(values.next()?)?);
+        seen.waiters.queue.push(Waiter::new(kind_of(&kind)?, owner));
+    }
     let rest: Vec<Value> = values.collect();
     for holder in rest.chunks(6) {
         let [kind, owner, token, remaining, age, segment] = holder else {

@@ -8,7 +8,7 @@ use super::RedLockBackend;
 use crate::backend::stored_keys::StoredKeys;
 use crate::backend::{LockStore, RedisBackend};
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, Pattern, Unlisted, Waiters};
+use crate::inspect::{ForceReleased, Holder, Inspection, Pattern, Unlisted};
 use crate::kind::LockKind;
 
 impl RedLockBackend {
@@ -51,16 +51,16 @@ impl RedLockBackend {
             .filter(|(count, _)| *count >= self.quorum)
             .map(|(_, holder)| holder)
             .collect();
-        let queued = seen.iter().map(|s| s.waiters.queued).max().unwrap_or(0);
+        // The waiters as the master that lists the most has them; the
+        // waiter mark as any master has it.
         let marked = seen
             .iter()
             .any(|s| s.waiters.unlisted == Unlisted::SomeoneWaited);
-        let unlisted = if marked {
-            Unlisted::SomeoneWaited
-        } else {
-            Unlisted::Unknown
-        };
-        inspection.waiters = Waiters::new(queued, unlisted);
+        let fullest = seen.iter().max_by_key(|s| s.waiters.queued);
+        inspection.waiters = fullest.map(|s| s.waiters.clone()).unwrap_or_default();
+        if marked {
+            inspection.waiters.unlisted = Unlisted::SomeoneWaited;
+        }
         Ok(inspection)
     }
 

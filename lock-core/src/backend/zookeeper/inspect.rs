@@ -13,7 +13,7 @@ use super::{LOOKUP_TTL, ZooKeeperBackend};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
 use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiters, user_key_of,
+    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiter, Waiters, user_key_of,
 };
 use crate::kind::LockKind;
 use crate::token::FencingToken;
@@ -95,18 +95,27 @@ impl ZooKeeperBackend {
         let timeout = self.shared.timeout;
         let client = self.lookup_client().await?;
         let mut inspection = Inspection::new(keys.user());
-        let mut waiters = 0;
+        let mut waiters = Waiters::all_listed(0);
+        // A waiter's node, in line (`children` gives them in sequence order).
+        let mut wait = |child: Option<Child<'_>>, kind: Option<LockKind>| {
+            waiters.queued += 1;
+            if let (Some(child), Some(kind)) = (child, kind) {
+                waiters.queue.push(Waiter::new(kind, child.owner));
+            }
+        };
         for (parent, read_as) in parents(keys) {
             let all = children(&client, timeout, &parent).await?;
             for name in &all {
+                let child = Child::parse(name);
+                let kind = child.as_ref().and_then(|c| kind_of(c, read_as));
                 if !holding(&all, name, read_as) {
-                    waiters += 1;
+                    wait(child, kind.map(|(kind, _)| kind));
                     continue;
                 }
-                let (Some(child), path) = (Child::parse(name), format!("{parent}/{name}")) else {
+                let (Some(child), path) = (child, format!("{parent}/{name}")) else {
                     continue;
                 };
-                let Some((kind, segment)) = kind_of(&child, read_as) else {
+                let Some((kind, segment)) = kind else {
                     continue;
                 };
                 // The token is the zxid of the grant's write (see acquire.rs):
@@ -115,7 +124,7 @@ impl ZooKeeperBackend {
                     continue;
                 };
                 if stat.mzxid == stat.czxid {
-                    waiters += 1;
+                    wait(Some(child), Some(kind));
                     continue;
                 }
                 let token = FencingToken::new(u64::try_from(stat.mzxid).unwrap_or(0));
@@ -128,7 +137,7 @@ impl ZooKeeperBackend {
                 inspection.holders.push(holder);
             }
         }
-        inspection.waiters = Waiters::all_listed(waiters);
+        inspection.waiters = waiters;
         Ok(inspection)
     }
 

@@ -31,9 +31,9 @@ fn holder_of<'h>(holders: &'h [Holder], guard: &LockGuard, kind: LockKind) -> &'
 }
 
 /// A plain lock's waiter, as the store tells of it: a queue entry where
-/// every lock is a queue, the lease's waiter mark on Redis, else "not
-/// known"; never "no one waits" (`Unlisted::None` with 0 queued) once it
-/// waits.
+/// every lock is a queue, the lease's waiter mark on Redis, PostgreSQL and
+/// MySQL, else "not known"; never "no one waits" (`Unlisted::None` with 0
+/// queued) once it waits.
 async fn plain_waiters_are_never_shown_as_none(store: &TestStore, a: &Locker, b: &Locker) {
     let held = a.lock("seen:waited").await.unwrap();
     let quiet = b.inspect("seen:waited").await.unwrap().waiters;
@@ -47,17 +47,19 @@ async fn plain_waiters_are_never_shown_as_none(store: &TestStore, a: &Locker, b:
         let b = b.clone();
         async move { b.lock("seen:waited").wait(Duration::from_secs(30)).await }
     });
+    // Queued, unlisted, and the kinds listed.
     let expected = if store.plain_locks_queue() {
-        Waiters::all_listed(1)
+        (1, Unlisted::None, vec![LockKind::Exclusive])
     } else if store.marks_plain_waiters() {
-        Waiters::new(0, Unlisted::SomeoneWaited)
+        (0, Unlisted::SomeoneWaited, vec![])
     } else {
-        Waiters::new(0, Unlisted::Unknown)
+        (0, Unlisted::Unknown, vec![])
     };
     let shown = async {
         loop {
             let seen = b.inspect("seen:waited").await.unwrap().waiters;
-            if seen == expected {
+            let kinds = seen.queue.iter().map(|w| w.kind).collect();
+            if (seen.queued, seen.unlisted, kinds) == expected {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -68,6 +70,57 @@ async fn plain_waiters_are_never_shown_as_none(store: &TestStore, a: &Locker, b:
     held.release().await.unwrap();
     let next = waiter.await.unwrap().expect("the waiter gets the lock");
     next.release().await.unwrap();
+}
+
+/// Waits until the store keeps `n` queue entries for `key`: the waiters.
+async fn until_queued(locker: &Locker, key: &str, n: usize) -> Waiters {
+    let queued = async {
+        loop {
+            let seen = locker.inspect(key).await.unwrap().waiters;
+            if seen.queued == n {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let waited = tokio::time::timeout(Duration::from_secs(10), queued).await;
+    waited.unwrap_or_else(|_| panic!("{key} never had {n} waiters queued"))
+}
+
+/// A fair lock's waiters are listed in line, with their processes, and
+/// granted in that order.
+async fn fair_waiters_are_listed_in_line(store: &TestStore, a: &Locker) {
+    let held = a.fair_lock("seen:line").await.unwrap();
+    let mut waiting = Vec::new();
+    for (n, label) in ["waiter-1", "waiter-2"].into_iter().enumerate() {
+        let (locker, _) = store.locker_with(|b| b.label(label)).await;
+        let task = tokio::spawn({
+            let locker = locker.clone();
+            async move {
+                locker
+                    .fair_lock("seen:line")
+                    .wait(Duration::from_secs(30))
+                    .await
+            }
+        });
+        until_queued(a, "seen:line", n + 1).await;
+        waiting.push((locker, task));
+    }
+    let seen = a.inspect("seen:line").await.unwrap().waiters;
+    let pid = std::process::id();
+    let line: Vec<_> = seen.queue.iter().map(|w| (w.kind, w.process())).collect();
+    let process = |label: &str| Some(format!("{label}/pid {pid}"));
+    let expected = [
+        (LockKind::Fair, process("waiter-1")),
+        (LockKind::Fair, process("waiter-2")),
+    ];
+    assert_eq!(line, expected, "{seen:?}");
+    held.release().await.unwrap();
+    for (_locker, task) in waiting {
+        let granted = tokio::time::timeout(Duration::from_secs(10), task).await;
+        let guard = granted.expect("granted in line").unwrap().unwrap();
+        guard.release().await.unwrap();
+    }
 }
 
 pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store: TestStore) {
@@ -86,6 +139,7 @@ pub async fn inspection_shows_every_holder_and_force_release_frees_the_key(store
     plain_waiters_are_never_shown_as_none(&store, &a, &b).await;
 
     if store.keeps_the_family() {
+        fair_waiters_are_listed_in_line(&store, &a).await;
         // A 30 s lease ahead: its waiter asks again on its own only after 15 s.
         let (a_long, _) = store.locker_with(|b| b.label("inspector-a")).await;
         let fair = a_long.fair_lock("seen:fair").await.unwrap();

@@ -7,7 +7,9 @@
 --          permit_acquire.lua)
 --
 -- Replies {queued waiters, 1 if a waiter marked the plain lease (else 0),
--- then six values per live holder: kind, owner, token,
+-- the number n of waiters listed, then n pairs (kind, owner): the fair
+-- queue's waiters in line, then the waiting writer; then six values per
+-- live holder: kind, owner, token,
 -- remaining ms, age ms, segment}. Kind is `x` (exclusive), `f` (fair), `r`,
 -- `w`, `p<permits>` or `s<segments>`; the token is its digits; the age
 -- comes from the token, which is this server's clock in microseconds when
@@ -16,14 +18,21 @@
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(now_us / 1000)
-local out = {0, 0}
+local out = {0, 0, 0}
+local holders = {}
 
 local function add(kind, owner, token, remaining, segment)
   local age = math.floor((now_us - tonumber(token)) / 1000)
   if age < 0 then age = 0 end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3] = kind, owner, token
-  out[n + 4], out[n + 5], out[n + 6] = remaining, age, segment or -1
+  local n = #holders
+  holders[n + 1], holders[n + 2], holders[n + 3] = kind, owner, token
+  holders[n + 4], holders[n + 5], holders[n + 6] = remaining, age, segment or -1
+end
+
+-- A waiter listed: its kind's tag and owner.
+local function wait(kind, owner)
+  out[1], out[3] = out[1] + 1, out[3] + 1
+  out[#out + 1], out[#out + 2] = kind, owner
 end
 
 -- Calls `each(field, token, remaining ms, rest)` for the live entries of a
@@ -46,13 +55,21 @@ if lease then
   if owner and string.byte(lease, -1) == 119 then out[2] = 1 end
 end
 
-entries(KEYS[2], function(owner, token, remaining)
+-- The fair queue's waiters, in line: by their entry's seq.
+local line = {}
+entries(KEYS[2], function(owner, token, remaining, seq)
   if owner == '#' then return end
-  if token == '0' then out[1] = out[1] + 1 else add('f', owner, token, remaining, -1) end
+  if token == '0' then
+    line[#line + 1] = {tonumber(seq), owner}
+  else
+    add('f', owner, token, remaining, -1)
+  end
 end)
+table.sort(line, function(a, b) return a[1] < b[1] end)
+for _, waiter in ipairs(line) do wait('f', waiter[2]) end
 
 entries(KEYS[3], function(owner, token, remaining, rest)
-  if owner == '~' then out[1] = out[1] + 1; return end
+  if owner == '~' then wait('w', rest); return end
   add(rest == 'w' and 'w' or 'r', owner, token, remaining, -1)
 end)
 
@@ -65,4 +82,5 @@ for i, tag in ipairs({'p', 's'}) do
   end)
 end
 
+for _, value in ipairs(holders) do out[#out + 1] = value end
 return out
