@@ -236,6 +236,23 @@ fn every_command(url: &str) {
 fn every_command_on_redis() {
     let server = RedisServer::start();
     every_command(&server.url());
+    watch_ends_on_ctrl_c(&server.url());
+}
+
+/// A watch without `--count` runs until Ctrl-C (SIGINT), and then ends
+/// as done.
+fn watch_ends_on_ctrl_c(url: &str) {
+    let args = ["--url", url, "watch", "order:*", "--every", "0.2"].map(String::from);
+    let mut watch = Process::spawn(env!("CARGO_BIN_EXE_lockctl"), &args);
+    assert!(watch.line().starts_with("watch order:*   frame 1"));
+    let interrupted = Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    // `finish` asserts a successful exit.
+    let rest = watch.finish();
+    assert!(!rest.contains("frame 100"), "{rest}");
 }
 
 #[test]

@@ -32,6 +32,11 @@ impl Process {
         line.trim_end().to_owned()
     }
 
+    /// Its process id, for signals the test sends.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills the process at once (SIGKILL: no cleanup runs in it).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
