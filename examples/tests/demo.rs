@@ -297,7 +297,16 @@ fn the_metrics_example_serves_every_series_the_dashboard_graphs() {
         .and_then(|rest| rest.split_once("/metrics"))
         .map(|(addr, _)| addr.to_owned())
         .unwrap_or_else(|| panic!("the metrics example said {first:?}"));
-    while example.line() != "round 1 done" {}
+    loop {
+        let line = example.line();
+        assert!(
+            !line.is_empty(),
+            "the metrics example ended before its round"
+        );
+        if line == "round 1 done" {
+            break;
+        }
+    }
     let seen = samples(&scrape(&addr));
     let value = |series: &str| {
         *seen

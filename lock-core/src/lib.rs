@@ -134,6 +134,7 @@ mod outcome;
 mod owner;
 mod telemetry;
 mod token;
+mod waiters;
 
 // 2 stores
 pub mod backend;
@@ -174,7 +175,7 @@ pub use election::{Campaign, Election, Leader, LeaderChanges, Leadership};
 pub use error::StoreError;
 pub use error::{LockError, LossReason, Operation};
 pub use guard::{LockGuard, OnLost};
-pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Unlisted, Waiter, Waiters};
+pub use inspect::{ForceReleased, Holder, Inspection, MAX_LISTED};
 pub use kind::LockKind;
 pub use lease::Lease;
 #[cfg(feature = "macros")]
@@ -191,3 +192,4 @@ pub use request::LockFuture;
 pub use request::{LockRequest, MAX_PERMITS_OR_SEGMENTS};
 pub use scope::Scoped;
 pub use token::FencingToken;
+pub use waiters::{MAX_LISTED_WAITERS, Unlisted, Waiter, Waiters};

@@ -62,8 +62,8 @@ pub enum Command {
     Watch {
         /// The keys to watch, e.g. 'order:*'.
         pattern: String,
-        /// Ends after N frames.
-        #[arg(long, value_name = "N")]
+        /// Ends after N frames (1 or more).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
         /// Seconds between frames, from 0.1 to 3600.
         #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = seconds)]

@@ -9,16 +9,21 @@ pub fn url(given: Option<String>) -> Option<String> {
     given.or_else(|| std::env::var("REDIS_URL").ok())
 }
 
-/// `url` with `create_schema=false` on a SQL store's URL that does not
-/// say: lockctl never makes tables (a missing table is an error that names
-/// `lockctl schema`).
+/// `url` with `create_schema=false` on a SQL store's URL, whatever it
+/// said: lockctl never makes tables (a missing table is an error that
+/// names `lockctl schema`).
 fn without_schema_changes(url: &str) -> String {
     let sql = ["postgres://", "postgresql://", "mysql://", "mariadb://"];
-    if !sql.iter().any(|scheme| url.starts_with(scheme)) || url.contains("create_schema=") {
+    if !sql.iter().any(|scheme| url.starts_with(scheme)) {
         return url.to_owned();
     }
-    let joint = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{joint}create_schema=false")
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut settings: Vec<&str> = query
+        .split('&')
+        .filter(|setting| !setting.is_empty() && !setting.starts_with("create_schema="))
+        .collect();
+    settings.push("create_schema=false");
+    format!("{base}?{}", settings.join("&"))
 }
 
 /// A Locker labelled `lockctl` on the store at `url`, in `namespace`.
@@ -44,8 +49,10 @@ mod tests {
             without_schema_changes("mysql://u@h/db?ssl-mode=disabled"),
             "mysql://u@h/db?ssl-mode=disabled&create_schema=false"
         );
-        let asked = "postgres://u@h/db?create_schema=true";
-        assert_eq!(without_schema_changes(asked), asked);
+        assert_eq!(
+            without_schema_changes("postgres://u@h/db?create_schema=true&x=1"),
+            "postgres://u@h/db?x=1&create_schema=false"
+        );
         assert_eq!(without_schema_changes("redis://h"), "redis://h");
     }
 }

@@ -22,8 +22,10 @@ mod args;
 mod commands;
 mod connect;
 mod exit;
+mod json;
+mod output;
 mod table;
-mod view;
+mod text;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -68,27 +70,34 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     match &args.command {
         Command::Release { force: false, .. } => {
-            eprintln!("release breaks the lock of whoever holds it: add --force");
+            output::warn("release breaks the lock of whoever holds it: add --force");
             return Exit::Refused.into();
         }
         Command::Schema { role, mysql } => {
             return schema::run(&args.namespace, role, mysql.as_deref()).into();
         }
         Command::Completions { shell } => {
-            let mut command = Args::command();
-            clap_complete::generate(*shell, &mut command, "lockctl", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Args::command(), "lockctl", &mut script);
+            output::emit(&String::from_utf8_lossy(&script));
             return Exit::Done.into();
         }
         _ => {}
     }
     let Some(url) = connect::url(args.url.clone()) else {
-        eprintln!("no store: give --url, or set LOCK_URL or REDIS_URL");
+        output::warn("no store: give --url, or set LOCK_URL or REDIS_URL");
         return Exit::Refused.into();
     };
     match on_store(&url, args).await {
         Ok(exit) => exit.into(),
         Err(err) => {
-            commands::report(&err);
+            output::report(&err);
+            if let LockError::UnsupportedScheme { scheme, .. } = &err {
+                output::warn(&format!(
+                    "  this lockctl reaches no `{scheme}://` store: install one that does, e.g. \
+                     `cargo install --path lockctl --features etcd`"
+                ));
+            }
             Exit::Error.into()
         }
     }

@@ -30,8 +30,8 @@ impl Table {
         self.rows.push(cells);
     }
 
-    /// The table in at most `width` columns per line, where the columns
-    /// that cannot be cut leave room for it.
+    /// The table in at most `width` columns per line: the cuttable columns
+    /// cut first (to no less than 8), then, if that is not enough, the lines.
     pub fn render(&self, width: usize) -> String {
         let n = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
@@ -66,7 +66,7 @@ impl Table {
                     line.extend(std::iter::repeat_n(' ', pad + 2));
                 }
             }
-            out.push_str(line.trim_end());
+            out.push_str(&cut(line.trim_end(), width));
             out.push('\n');
         }
         out
@@ -96,8 +96,17 @@ mod tests {
         for line in shown.lines() {
             assert!(line.chars().count() <= 80, "{line}");
         }
-        assert!(shown.contains("1764300000123456"), "tokens are never cut");
+        assert!(shown.contains("1764300000123456"), "tokens are cut last");
         assert!(shown.contains('…'), "{shown}");
+    }
+
+    #[test]
+    fn a_table_too_wide_for_its_cuttable_columns_is_cut_by_the_line() {
+        let mut table = Table::new(&["KEY", "A", "B"], &[0]);
+        table.row(vec!["order:1".into(), "x".repeat(50), "y".repeat(50)]);
+        for line in table.render(80).lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
     }
 
     #[test]

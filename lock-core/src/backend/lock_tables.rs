@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use super::{Attempt, Grant, StoredKeys};
 use crate::error::StoreError;
-use crate::inspect::{Holder, Inspection, Unlisted, Waiter};
+use crate::inspect::{Holder, Inspection};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::{Unlisted, Waiter};
 
 /// A ttl in whole milliseconds, at least 1.
 pub(super) fn millis(d: Duration) -> i64 {
@@ -168,7 +169,6 @@ pub(super) fn inspection(key: &str, rows: Vec<Inspected>) -> Inspection {
             inspection.holders.push(row.holder());
             continue;
         }
-        inspection.waiters.queued += 1;
         let kind = row.kind();
         line.push((
             kind != LockKind::Fair,
@@ -177,6 +177,63 @@ pub(super) fn inspection(key: &str, rows: Vec<Inspected>) -> Inspection {
         ));
     }
     line.sort_by_key(|(writer, seq, _)| (*writer, *seq));
-    inspection.waiters.queue = line.into_iter().map(|(.., waiter)| waiter).collect();
+    for (.., waiter) in line {
+        inspection.waiters.line_up(waiter);
+    }
     inspection
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(mode: &str, owner: &str, token: i64, seq: i64) -> Inspected {
+        Inspected {
+            mode: mode.to_owned(),
+            owner: owner.to_owned(),
+            token,
+            remaining_ms: 1_000,
+            age_ms: 10,
+            segment: 0,
+            size: 0,
+            seq,
+            waited: false,
+        }
+    }
+
+    #[test]
+    fn queue_entries_are_listed_in_line_whatever_the_row_order() {
+        let mut lease = row("x", "holder", 7, 0);
+        lease.waited = true;
+        let rows = vec![
+            row("f", "third", 0, 30),
+            row("m", "writer", 0, 0),
+            lease,
+            row("f", "first", 0, 10),
+            row("f", "second", 0, 20),
+            row("r", "reader", 8, 0),
+        ];
+        let seen = inspection("ledger", rows);
+        let line: Vec<(LockKind, &str)> = seen
+            .waiters
+            .queue
+            .iter()
+            .map(|w| (w.kind, w.owner.as_str()))
+            .collect();
+        let expected = [
+            (LockKind::Fair, "first"),
+            (LockKind::Fair, "second"),
+            (LockKind::Fair, "third"),
+            (LockKind::Write, "writer"),
+        ];
+        assert_eq!(line, expected);
+        assert_eq!(seen.waiters.queued, 4);
+        assert_eq!(seen.waiters.unlisted, Unlisted::SomeoneWaited);
+        let held: Vec<_> = seen
+            .holders
+            .iter()
+            .map(|h| (h.kind, h.token.get()))
+            .collect();
+        assert_eq!(held, [(LockKind::Exclusive, 7), (LockKind::Read, 8)]);
+    }
 }

@@ -4,23 +4,28 @@ use lock_core::{LockError, Locker};
 
 use super::show;
 use crate::exit::Exit;
+use crate::output::{WIDTH, emit};
 use crate::table::cut;
 
+/// Removes every holder and queue entry of `key` and prints what was there
+/// just before, and what was removed: done (0), or not held (3) when
+/// nothing was.
 pub async fn run(locker: &Locker, key: &str) -> Result<Exit, LockError> {
     let before = locker.inspect(key).await?;
     let forced = locker.force_release(key).await?;
+    let shown = cut(key, WIDTH / 2);
     if forced.removed == 0 {
-        println!("{}: not held; nothing removed", cut(key, 50));
+        emit(&format!("{shown}: not held; nothing removed\n"));
         return Ok(Exit::NotHeld);
     }
-    print!("{}", show::text(&before));
-    let shown = cut(key, 30);
-    println!(
-        "{shown}: removed {} holders and queue entries",
+    let mut out = show::text(&before);
+    out.push_str(&format!(
+        "{shown}: removed {} holders and queue entries\n",
         forced.removed
-    );
+    ));
     if let Some(token) = forced.tokens_up_to {
-        println!("{shown}: the next holder's token is above {token}");
+        out.push_str(&format!("every later holder's token is above {token}\n"));
     }
+    emit(&out);
     Ok(Exit::Done)
 }

@@ -2,8 +2,7 @@
 //! reaching any store.
 
 use crate::exit::Exit;
-
-use super::report;
+use crate::output::{emit, report};
 
 type Printed = Result<(String, String), Box<dyn std::error::Error>>;
 
@@ -26,10 +25,12 @@ fn printed(namespace: &str, role: &str, mysql: Option<&str>) -> Printed {
     }
 }
 
+/// Prints the DDL and the grants: done (0), or refused (2) for a name the
+/// store cannot take.
 pub fn run(namespace: &str, role: &str, mysql: Option<&str>) -> Exit {
     match printed(namespace, role, mysql) {
         Ok((ddl, grants)) => {
-            println!("{ddl}\n{grants}");
+            emit(&format!("{ddl}\n{grants}\n"));
             Exit::Done
         }
         Err(err) => {

@@ -2,17 +2,23 @@
 
 use lock_core::{Inspection, LockError, Locker, Waiters};
 
-use super::{WIDTH, print_json};
 use crate::exit::Exit;
+use crate::json::InspectionView;
+use crate::output::{WIDTH, emit, emit_json};
 use crate::table::{Table, cut};
-use crate::view::{InspectionView, duration_text, kind_text, waiters_line};
+use crate::text::{duration_text, kind_text, waiters_line};
 
+/// Most waiters `show` lists for people (`--json` has every one the store
+/// listed).
+const SHOWN_IN_LINE: usize = 20;
+
+/// Prints the holders and waiters of `key`: done (0), or not held (3).
 pub async fn run(locker: &Locker, key: &str, json: bool) -> Result<Exit, LockError> {
     let seen = locker.inspect(key).await?;
     if json {
-        print_json(&InspectionView::from(&seen));
+        emit_json(&InspectionView::from(&seen));
     } else {
-        print!("{}", text(&seen));
+        emit(&text(&seen));
     }
     Ok(if seen.is_held() {
         Exit::Done
@@ -22,7 +28,7 @@ pub async fn run(locker: &Locker, key: &str, json: bool) -> Result<Exit, LockErr
 }
 
 /// What `show` prints for people: a table of holders, the waiters, and the
-/// owner values (what fenced writes and force-releases name).
+/// holders' owner values (what fenced writes and force-releases name).
 pub fn text(seen: &Inspection) -> String {
     let mut out = String::new();
     if !seen.is_held() {
@@ -58,7 +64,7 @@ fn waiters(waiters: &Waiters) -> String {
         return out;
     }
     let mut table = Table::new(&["IN LINE", "KIND", "PROCESS"], &[2]);
-    for (at, waiter) in waiters.queue.iter().enumerate() {
+    for (at, waiter) in waiters.queue.iter().enumerate().take(SHOWN_IN_LINE) {
         table.row(vec![
             (at + 1).to_string(),
             waiter.kind.to_string(),
@@ -66,6 +72,10 @@ fn waiters(waiters: &Waiters) -> String {
         ]);
     }
     out.push_str(&table.render(WIDTH));
+    let more = waiters.queue.len().saturating_sub(SHOWN_IN_LINE);
+    if more > 0 {
+        out.push_str(&format!("and {more} more in line (--json lists them)\n"));
+    }
     out
 }
 

@@ -2,16 +2,18 @@
 //! every second, with what changed since the frame before.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::io::{IsTerminal, Write};
+use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_core::{Inspection, LockError, Locker};
 use tokio::time::MissedTickBehavior;
 
-use super::WIDTH;
 use crate::exit::Exit;
-use crate::table::Table;
-use crate::view::{WAITERS_LEGEND, duration_text, kind_text, waiters_cell};
+use crate::output::{WIDTH, warn};
+use crate::table::{Table, cut};
+use crate::text::{WAITERS_LEGEND, duration_text, kind_text, waiters_cell};
 
 /// What a frame saw of one key, for the next frame to tell what changed.
 #[derive(Debug, Default)]
@@ -40,7 +42,20 @@ impl Seen {
 #[derive(Debug, Default)]
 pub struct Frames {
     number: u64,
+    /// The keys the last frame showed, as it saw them.
     last: HashMap<String, Seen>,
+    /// Every key held at the last frame, shown or past `--limit`.
+    held: HashSet<String>,
+}
+
+/// What one look at the store found: the first held keys, inspected, and
+/// every key held.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// The inspections of the first `--limit` held keys, in order.
+    pub shown: Vec<Inspection>,
+    /// Every held key that matched.
+    pub held: HashSet<String>,
 }
 
 /// What changed on a key since the frame before, for people: `new holder`,
@@ -77,34 +92,38 @@ fn clock(at: SystemTime) -> String {
 }
 
 impl Frames {
-    /// The next frame: `seen`, the inspections of the first held keys in
-    /// order (`more` keys left out), or the store's error.
+    /// The next frame: what a look found, or the store's error.
     pub fn next(
         &mut self,
         pattern: &str,
-        seen: Result<&[Inspection], &LockError>,
-        more: usize,
+        look: Result<&Look, &LockError>,
         at: SystemTime,
     ) -> String {
         self.number += 1;
-        let mut out = format!("watch {pattern}   frame {}   {}\n", self.number, clock(at));
-        let seen = match seen {
-            Ok(seen) => seen,
+        let head = format!("   frame {}   {}", self.number, clock(at));
+        let room = WIDTH - head.chars().count() - "watch ".len();
+        let mut out = format!("watch {}{head}\n", cut(pattern, room));
+        let look = match look {
+            Ok(look) => look,
             Err(err) => {
-                out.push_str(&format!("the store failed: {err}\n"));
+                out.push_str(&cut(&format!("the store failed: {err}"), WIDTH));
+                out.push('\n');
                 return out;
             }
         };
+        let seen = &look.shown;
         let headers = ["KEY", "KIND", "PROCESS", "TOKEN", "LEFT", "WAIT", "CHANGE"];
-        let mut table = Table::new(&headers, &[0, 2]);
+        let mut table = Table::new(&headers, &[0, 2, 6]);
         let mut now = HashMap::new();
         for inspection in seen.iter().filter(|i| i.is_held()) {
             let key = &inspection.key;
             let state = Seen::of(inspection);
-            let changed = if self.number == 1 {
-                String::new()
-            } else {
-                changes(self.last.get(key), &state)
+            // A key first shown now was either held beyond `--limit` (its
+            // changes unknown) or newly held.
+            let changed = match (self.number, self.last.get(key)) {
+                (1, _) => String::new(),
+                (_, None) if self.held.contains(key) => String::new(),
+                (_, before) => changes(before, &state),
             };
             for (at, holder) in inspection.holders.iter().enumerate() {
                 let first = at == 0;
@@ -121,7 +140,11 @@ impl Frames {
             }
             now.insert(key.clone(), state);
         }
-        let mut freed: Vec<&String> = self.last.keys().filter(|k| !now.contains_key(*k)).collect();
+        let mut freed: Vec<&String> = self
+            .last
+            .keys()
+            .filter(|k| !look.held.contains(*k))
+            .collect();
         freed.sort();
         for key in freed {
             let mut row = vec![key.clone()];
@@ -130,34 +153,56 @@ impl Frames {
             table.row(row);
         }
         out.push_str(&table.render(WIDTH));
+        let more = look.held.len().saturating_sub(seen.len());
         if more > 0 {
-            out.push_str(&format!("and {more} more keys (--limit)\n"));
+            out.push_str(&format!("and {more} more keys held (--limit)\n"));
         }
         out.push_str(WAITERS_LEGEND);
         out.push('\n');
         self.last = now;
+        self.held = look.held.clone();
         out
     }
 }
 
-/// The first `limit` held keys that match `pattern`, inspected, and how
-/// many were left out.
-async fn look(
-    locker: &Locker,
-    pattern: &str,
-    limit: usize,
-) -> Result<(Vec<Inspection>, usize), LockError> {
+/// The held keys that match `pattern`, the first `limit` of them
+/// inspected.
+async fn look(locker: &Locker, pattern: &str, limit: usize) -> Result<Look, LockError> {
     let mut keys = locker.held_keys(pattern).await?;
     keys.sort();
-    let more = keys.len().saturating_sub(limit);
-    keys.truncate(limit);
-    let mut seen = Vec::with_capacity(keys.len());
-    for key in &keys {
-        seen.push(locker.inspect(key).await?);
+    let mut shown = Vec::with_capacity(keys.len().min(limit));
+    for key in keys.iter().take(limit) {
+        shown.push(locker.inspect(key).await?);
     }
-    Ok((seen, more))
+    let held = keys.into_iter().collect();
+    Ok(Look { shown, held })
 }
 
+/// Resolves at Ctrl-C (SIGINT): listened for from the start, so that one
+/// sent before the first frame ends the watch too. (Never, with a warning,
+/// where no handler can be set: Ctrl-C then ends the process.)
+fn interrupted() -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    #[cfg(unix)]
+    let listening = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).map(
+        |mut interrupts| async move {
+            interrupts.recv().await;
+        },
+    );
+    #[cfg(not(unix))]
+    let listening = Ok::<_, std::io::Error>(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    match listening {
+        Ok(interrupt) => Box::pin(interrupt),
+        Err(err) => {
+            warn(&format!("Ctrl-C will end lockctl at once: {err}"));
+            Box::pin(std::future::pending())
+        }
+    }
+}
+
+/// Draws a frame every `every` until Ctrl-C, `count` frames, or a closed
+/// pipe: done (0).
 pub async fn run(
     locker: &Locker,
     pattern: &str,
@@ -168,28 +213,25 @@ pub async fn run(
     // On a terminal each frame replaces the last; in a pipe they follow
     // each other, a blank line apart.
     let redraw = std::io::stdout().is_terminal();
+    let mut interrupted = interrupted();
     let mut frames = Frames::default();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     loop {
-        tokio::select! {
-            _ = &mut ctrl_c => break,
-            _ = tick.tick() => {}
-        }
-        let looked = look(locker, pattern, limit).await;
-        let (seen, more) = match &looked {
-            Ok((seen, more)) => (Ok(seen.as_slice()), *more),
-            Err(err) => (Err(err), 0),
+        let looked = tokio::select! {
+            () = &mut interrupted => break,
+            looked = async {
+                tick.tick().await;
+                look(locker, pattern, limit).await
+            } => looked,
         };
-        let frame = frames.next(pattern, seen, more, SystemTime::now());
-        let mut out = std::io::stdout().lock();
+        let frame = frames.next(pattern, looked.as_ref(), SystemTime::now());
         let lead = match (redraw, frames.number) {
             (true, _) => "\x1b[H\x1b[2J",
             (false, 1) => "",
             (false, _) => "\n",
         };
+        let mut out = std::io::stdout().lock();
         // A closed pipe (`| head`) ends the watch.
         if write!(out, "{lead}{frame}")
             .and_then(|()| out.flush())
@@ -218,12 +260,28 @@ mod tests {
         seen
     }
 
+    /// A look that found `shown`, and `beyond` held past the limit.
+    fn look(shown: Vec<Inspection>, beyond: &[&str]) -> Look {
+        let mut held: HashSet<String> = shown.iter().map(|i| i.key.clone()).collect();
+        held.extend(beyond.iter().map(|k| k.to_string()));
+        Look { shown, held }
+    }
+
+    fn line_of(shown: &str, key: &str) -> String {
+        let line = shown.lines().find(|l| l.starts_with(key));
+        line.unwrap_or_else(|| panic!("no {key} in {shown}"))
+            .to_owned()
+    }
+
     #[test]
     fn a_frame_tells_what_changed_since_the_last() {
         let mut frames = Frames::default();
         let at = UNIX_EPOCH + Duration::from_secs(3600 + 120 + 7);
-        let first = [held("order:1", "a:1", 5, 0), held("order:2", "b:1", 9, 0)];
-        let shown = frames.next("order:*", Ok(&first), 0, at);
+        let first = look(
+            vec![held("order:1", "a:1", 5, 0), held("order:2", "b:1", 9, 0)],
+            &[],
+        );
+        let shown = frames.next("order:*", Ok(&first), at);
         assert!(
             shown.starts_with("watch order:*   frame 1   01:02:07 UTC\n"),
             "{shown}"
@@ -231,7 +289,8 @@ mod tests {
         assert!(!shown.contains("new holder"), "{shown}");
 
         let second = [held("order:1", "c:1", 6, 2), held("order:3", "d:1", 1, 0)];
-        let shown = frames.next("order:*", Ok(&second), 4, at);
+        let second = look(second.into(), &["order:4", "order:5", "order:6", "order:7"]);
+        let shown = frames.next("order:*", Ok(&second), at);
         assert!(
             line_of(&shown, "order:1").ends_with("new holder, queue +2"),
             "{shown}"
@@ -241,25 +300,40 @@ mod tests {
             line_of(&shown, "order:3").ends_with("new holder"),
             "{shown}"
         );
-        assert!(shown.contains("and 4 more keys"), "{shown}");
+        assert!(shown.contains("and 4 more keys held"), "{shown}");
 
-        let third = [held("order:1", "c:1", 6, 2), held("order:3", "d:1", 2, 0)];
-        let shown = frames.next("order:*", Ok(&third), 0, at);
+        // order:4 was held past the limit: shown now, with no change told;
+        // order:3 is held past the limit now, not freed.
+        let third = [held("order:1", "c:1", 6, 2), held("order:4", "e:1", 3, 0)];
+        let shown = frames.next("order:*", Ok(&look(third.into(), &["order:3"])), at);
         assert!(line_of(&shown, "order:1").ends_with("3.0s  2"), "{shown}");
+        assert!(line_of(&shown, "order:4").ends_with("3.0s  0"), "{shown}");
+        assert!(!shown.contains("order:3"), "{shown}");
+
+        let fourth = [held("order:1", "c:1", 6, 2), held("order:4", "e:1", 4, 0)];
+        let shown = frames.next("order:*", Ok(&look(fourth.into(), &[])), at);
         assert!(
-            line_of(&shown, "order:3").ends_with("token rose"),
+            line_of(&shown, "order:4").ends_with("token rose"),
             "{shown}"
         );
+        // order:3 ended past the limit: it had no row to free.
+        assert!(!shown.contains("order:3"), "{shown}");
         for line in shown.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
     }
 
-    fn line_of(shown: &str, key: &str) -> String {
-        shown
-            .lines()
-            .find(|l| l.starts_with(key))
-            .unwrap()
-            .to_owned()
+    #[test]
+    fn a_long_pattern_and_a_store_error_fit_the_width() {
+        let mut frames = Frames::default();
+        let pattern = "x".repeat(200);
+        let err = LockError::InvalidUrl {
+            source: lock_core::StoreError::not_applied("y".repeat(200)),
+        };
+        let shown = frames.next(&pattern, Err(&err), UNIX_EPOCH);
+        for line in shown.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
+        assert!(shown.contains("frame 1"), "{shown}");
     }
 }

@@ -1,45 +1,28 @@
 //! The `metrics` feature records acquisitions, waits, skips, losses and
-//! releases, per key prefix where a key is at hand.
+//! releases, per key prefix where a key is at hand, and fences' refusals.
 
+use std::future::Future;
 use std::time::Duration;
 
 use lock_core::Locker;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-#[test]
-fn metrics_count_what_happens() {
+/// What `work` recorded, as (name, labels as `key=value`, value): run on a
+/// current-thread runtime inside a local recorder, so that every task of
+/// it (watchdogs included) records there.
+fn recorded<F: Future<Output = ()>>(
+    work: impl FnOnce() -> F,
+) -> Vec<(String, Vec<String>, DebugValue)> {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    // A current-thread runtime inside the local recorder: every task of the
-    // test (watchdogs included) records into it.
     metrics::with_local_recorder(&recorder, || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(async {
-            let locker = Locker::memory();
-            let guard = locker.lock("order:1").await.unwrap();
-            let _ = locker
-                .lock("order:1")
-                .wait(Duration::from_millis(20))
-                .await
-                .unwrap_err();
-            // Two skips, not timed-out waits.
-            assert!(locker.try_lock("order:1").await.unwrap().is_none());
-            let skipped = locker.lock("order:1").if_held_skip().await.unwrap();
-            assert!(skipped.is_none());
-            guard.release().await.unwrap();
-            let short = locker
-                .lock("job:nightly")
-                .ttl(Duration::from_millis(50))
-                .watchdog(false)
-                .await
-                .unwrap();
-            let _ = short.lost().await;
-        });
+        runtime.block_on(work());
     });
-    let values: Vec<(String, Vec<String>, DebugValue)> = snapshotter
+    snapshotter
         .snapshot()
         .into_vec()
         .into_iter()
@@ -51,7 +34,32 @@ fn metrics_count_what_happens() {
                 .collect();
             (key.name().to_owned(), labels, value)
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn metrics_count_what_happens() {
+    let values = recorded(|| async {
+        let locker = Locker::memory();
+        let guard = locker.lock("order:1").await.unwrap();
+        let _ = locker
+            .lock("order:1")
+            .wait(Duration::from_millis(20))
+            .await
+            .unwrap_err();
+        // Two skips, not timed-out waits.
+        assert!(locker.try_lock("order:1").await.unwrap().is_none());
+        let skipped = locker.lock("order:1").if_held_skip().await.unwrap();
+        assert!(skipped.is_none());
+        guard.release().await.unwrap();
+        let short = locker
+            .lock("job:nightly")
+            .ttl(Duration::from_millis(50))
+            .watchdog(false)
+            .await
+            .unwrap();
+        let _ = short.lost().await;
+    });
     // The sum over every label set of counter `name`, and the label sets.
     let counter = |name: &str| {
         let found = values.iter().filter(|(n, _, _)| n == name);
@@ -94,4 +102,28 @@ fn metrics_count_what_happens() {
         .collect();
     assert_eq!(waits.len(), 2, "{waits:?}");
     assert!(waits.contains(&(by_prefix(&["order"]), 1)), "{waits:?}");
+}
+
+/// A fence's refusal of a stale write is counted as
+/// `lock_fence_refused_total{check="write"}`, once per refused write.
+#[test]
+fn fenced_writes_refused_are_counted() {
+    let server = lock_testkit::RedisServer::start();
+    let values = recorded(|| async {
+        let fence = lock_core::fence::RedisFence::new(server.connection().await);
+        let t = lock_core::FencingToken::new;
+        fence.set("balance:7", 120, t(12)).await.unwrap();
+        fence.set("balance:7", 130, t(12)).await.unwrap();
+        assert!(fence.set("balance:7", 1, t(11)).await.is_err());
+    });
+    let refused: Vec<_> = values
+        .iter()
+        .filter(|(name, ..)| name == "lock_fence_refused_total")
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].1, ["check=write"]);
+    assert!(
+        matches!(refused[0].2, DebugValue::Counter(1)),
+        "{refused:?}"
+    );
 }

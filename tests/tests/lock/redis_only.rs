@@ -1114,3 +1114,42 @@ async fn a_release_wakes_only_the_waiters_that_may_go_on() {
         .unwrap();
     read.release().await.unwrap();
 }
+
+/// An inspection lists a fair queue's waiters by their place in line (the
+/// entries' seq), not by where the server keeps them, and lists the first
+/// 100 of a longer line while counting them all. The entries are written
+/// straight into the queue, past the hash's compact encoding (which keeps
+/// insertion order) and out of order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_lists_fair_waiters_in_line_whatever_the_stored_order() {
+    let server = RedisServer::start();
+    let locker = locker(&server).await;
+    let queue = locker
+        .stored_keys("ledger")
+        .unwrap()
+        .of_kind(LockKind::Fair);
+    let mut conn = server.connection().await;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let expiry = secs * 1000 + micros / 1000 + 30_000;
+    // Seqs 1..=150, written in a scrambled order (37 is prime to 150).
+    let seqs: Vec<u64> = (0..150).map(|i| (i * 37) % 150 + 1).collect();
+    let mut write = redis::pipe();
+    for &seq in &seqs {
+        let owner = format!("w{seq:03}:00000000000000ab:1:{seq}");
+        write.hset(&queue, owner, format!("1|0|{expiry}|{seq}"));
+    }
+    write.hset(&queue, "#", "1|150");
+    let () = write.query_async(&mut conn).await.unwrap();
+
+    let waiters = locker.inspect("ledger").await.unwrap().waiters;
+    assert_eq!(waiters.queued, 150);
+    assert_eq!(waiters.queue.len(), lock_core::MAX_LISTED_WAITERS);
+    let line: Vec<String> = waiters
+        .queue
+        .iter()
+        .map(|w| w.owner[..4].to_owned())
+        .collect();
+    let expected: Vec<String> = (1..=100).map(|seq| format!("w{seq:03}")).collect();
+    assert_eq!(line, expected);
+    assert!(waiters.queue.iter().all(|w| w.kind == LockKind::Fair));
+}

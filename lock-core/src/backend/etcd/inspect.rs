@@ -20,11 +20,10 @@ use super::queue::Names;
 use crate::backend::queued::admission;
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiter, Waiters, user_key_of,
-};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::{Waiter, Waiters};
 
 /// Entries read at most to list the held keys (several per key).
 const MAX_LISTED_ENTRIES: i64 = 20 * MAX_LISTED as i64;
@@ -87,8 +86,7 @@ fn holders_of<'a>(
                 if admission::holds(*kind, ahead) {
                     held.push((*kind, owner.clone(), *kv));
                 } else {
-                    waiters.queued += 1;
-                    waiters.queue.push(Waiter::new(*kind, owner.clone()));
+                    waiters.line_up(Waiter::new(*kind, owner.clone()));
                 }
             }
         }

@@ -10,9 +10,10 @@ use super::HeldBy;
 use super::entries::{Entries, Released};
 use crate::backend::{Attempt, Grant};
 use crate::error::StoreError;
-use crate::inspect::{Holder, Inspection, Waiter};
+use crate::inspect::{Holder, Inspection};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::Waiter;
 
 /// The queue of one key: the holder (if any) first, then the waiters'
 /// queue entries in the order they first asked.
@@ -48,10 +49,7 @@ impl Entries for FairQueue {
                 Some(token) => seen
                     .holders
                     .push(Holder::new(LockKind::Fair, owner, token).remaining(entry.expires - now)),
-                None => {
-                    seen.waiters.queued += 1;
-                    seen.waiters.queue.push(Waiter::new(LockKind::Fair, owner));
-                }
+                None => seen.waiters.line_up(Waiter::new(LockKind::Fair, owner)),
             }
         }
     }

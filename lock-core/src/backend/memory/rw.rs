@@ -9,9 +9,10 @@ use super::HeldBy;
 use super::entries::{Entries, Released, renew_holder};
 use crate::backend::{Attempt, Grant};
 use crate::error::StoreError;
-use crate::inspect::{Inspection, Waiter};
+use crate::inspect::Inspection;
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::Waiter;
 
 /// The holders of one key, and the writer waiting for them.
 #[derive(Debug, Default)]
@@ -59,9 +60,8 @@ impl Entries for ReadWrite {
             );
         }
         if let Some((writer, _)) = self.writer_waiting.as_ref().filter(|(_, at)| *at > now) {
-            seen.waiters.queued += 1;
-            let waiter = Waiter::new(LockKind::Write, writer.as_str());
-            seen.waiters.queue.push(waiter);
+            seen.waiters
+                .line_up(Waiter::new(LockKind::Write, writer.as_str()));
         }
     }
 

@@ -13,11 +13,10 @@ use super::wait::Masters;
 use super::{RedisBackend, bounded};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Unlisted, Waiter, Waiters, user_key_of,
-};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::{Unlisted, Waiter, Waiters};
 
 /// Keys asked for per `SCAN` step.
 const SCAN_COUNT: usize = 1000;

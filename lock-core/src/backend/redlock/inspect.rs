@@ -8,8 +8,9 @@ use super::RedLockBackend;
 use crate::backend::stored_keys::StoredKeys;
 use crate::backend::{LockStore, RedisBackend};
 use crate::error::StoreError;
-use crate::inspect::{ForceReleased, Holder, Inspection, Pattern, Unlisted};
+use crate::inspect::{ForceReleased, Holder, Inspection, Pattern};
 use crate::kind::LockKind;
+use crate::waiters::Unlisted;
 
 impl RedLockBackend {
     /// The answers of every master, or the error of too few.

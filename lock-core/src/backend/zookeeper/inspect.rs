@@ -12,11 +12,10 @@ use super::queue::{Child, Names, children, holds, parse_segment};
 use super::{LOOKUP_TTL, ZooKeeperBackend};
 use crate::backend::stored_keys::StoredKeys;
 use crate::error::StoreError;
-use crate::inspect::{
-    ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, Waiter, Waiters, user_key_of,
-};
+use crate::inspect::{ForceReleased, Holder, Inspection, MAX_LISTED, Pattern, user_key_of};
 use crate::kind::LockKind;
 use crate::token::FencingToken;
+use crate::waiters::{Waiter, Waiters};
 
 /// The parents of a key's five kinds of lock, with the kind each is read as.
 fn parents(keys: &StoredKeys) -> [(String, LockKind); 5] {
@@ -97,11 +96,9 @@ impl ZooKeeperBackend {
         let mut inspection = Inspection::new(keys.user());
         let mut waiters = Waiters::all_listed(0);
         // A waiter's node, in line (`children` gives them in sequence order).
-        let mut wait = |child: Option<Child<'_>>, kind: Option<LockKind>| {
-            waiters.queued += 1;
-            if let (Some(child), Some(kind)) = (child, kind) {
-                waiters.queue.push(Waiter::new(kind, child.owner));
-            }
+        let mut wait = |child: Option<Child<'_>>, kind: Option<LockKind>| match (child, kind) {
+            (Some(child), Some(kind)) => waiters.line_up(Waiter::new(kind, child.owner)),
+            _ => waiters.queued += 1,
         };
         for (parent, read_as) in parents(keys) {
             let all = children(&client, timeout, &parent).await?;

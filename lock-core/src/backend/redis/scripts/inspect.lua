@@ -8,9 +8,9 @@
 --
 -- Replies {queued waiters, 1 if a waiter marked the plain lease (else 0),
 -- the number n of waiters listed, then n pairs (kind, owner): the fair
--- queue's waiters in line, then the waiting writer; then six values per
--- live holder: kind, owner, token,
--- remaining ms, age ms, segment}. Kind is `x` (exclusive), `f` (fair), `r`,
+-- queue's waiters in line, then the waiting writer (the first 100); then
+-- six values per live holder: kind, owner, token, remaining ms, age ms,
+-- segment}. Kind is `x` (exclusive), `f` (fair), `r`,
 -- `w`, `p<permits>` or `s<segments>`; the token is its digits; the age
 -- comes from the token, which is this server's clock in microseconds when
 -- minted (0 for one minted ahead of it); the segment is -1 but for a
@@ -29,10 +29,14 @@ local function add(kind, owner, token, remaining, segment)
   holders[n + 4], holders[n + 5], holders[n + 6] = remaining, age, segment or -1
 end
 
--- A waiter listed: its kind's tag and owner.
+-- A waiter in line: counted, and listed (its kind's tag and owner) while
+-- fewer than 100 are (lock-core's MAX_LISTED_WAITERS).
 local function wait(kind, owner)
-  out[1], out[3] = out[1] + 1, out[3] + 1
-  out[#out + 1], out[#out + 2] = kind, owner
+  out[1] = out[1] + 1
+  if out[3] < 100 then
+    out[3] = out[3] + 1
+    out[#out + 1], out[#out + 2] = kind, owner
+  end
 end
 
 -- Calls `each(field, token, remaining ms, rest)` for the live entries of a
