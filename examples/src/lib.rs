@@ -1,5 +1,9 @@
 //! Shared parts of the examples: the gRPC service definition and a small
 //! fenced order store.
+//!
+//! The operators' tool is not an example: it is the `lockctl` crate
+//! (`cargo install --path lockctl`, docs/lockctl.md). The metrics example
+//! serves what `docs/grafana-dashboard.json` graphs.
 
 pub mod orders;
 pub mod store;
