@@ -8,9 +8,10 @@ use clap::{Parser, Subcommand};
 /// See who holds the locks of lock-core, watch them change, and break one,
 /// on any store the build reaches.
 ///
-/// Exit status: 0 done; 1 an error (the store, the URL); 2 a refusal (bad
-/// usage, `release` without `--force`); 3 the key is not held (`show`,
-/// `release`) or the election has no leader (`leader`).
+/// Exit status: 0 done; 1 an error (the store, the URL, the output); 2 a
+/// refusal (bad usage, no store given, `release` without `--force`); 3 the
+/// key is not held (`show`, `release`) or the election has no leader
+/// (`leader`).
 #[derive(Debug, Parser)]
 #[command(name = "lockctl", version, max_term_width = 80)]
 pub struct Args {

@@ -8,10 +8,22 @@ pub const WIDTH: usize = 80;
 
 /// Writes `text` to stdout. A closed pipe (`lockctl list '*' | head -1`)
 /// is not an error: what is left unwritten was not wanted (and `println!`
-/// would panic on it).
+/// would panic on it). Any other failure (a full disk) ends lockctl with
+/// status 1.
 pub fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    if let Err(err) = written
+        && !closed(&err)
+    {
+        warn(&format!("error: the output could not be written: {err}"));
+        std::process::exit(1);
+    }
+}
+
+/// Whether `err` says that the reader of stdout is gone.
+pub fn closed(err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::BrokenPipe
 }
 
 /// Writes `text` and a newline to stderr, as [`emit`] writes to stdout.

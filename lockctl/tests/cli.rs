@@ -424,6 +424,16 @@ fn usage_help_and_errors() {
     let run = lockctl(&["completions", "bash"]);
     assert_eq!(run.code, Some(0), "{}", run.err);
     assert!(run.out.contains("_lockctl()"), "{}", run.out);
+    // Output that cannot be written (a full disk) is an error, unlike a
+    // closed pipe.
+    let full = std::fs::File::create("/dev/full").unwrap();
+    let out = command(&["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the output could not be written"), "{err}");
 
     for url in ["redis://127.0.0.1:9", "nats://127.0.0.1:4222"] {
         let run = lockctl(&["--url", url, "show", "order:7"]);

@@ -72,9 +72,14 @@ fn waiters(waiters: &Waiters) -> String {
         ]);
     }
     out.push_str(&table.render(WIDTH));
-    let more = waiters.queue.len().saturating_sub(SHOWN_IN_LINE);
-    if more > 0 {
-        out.push_str(&format!("and {more} more in line (--json lists them)\n"));
+    // Where the line was cut (here, or by the store at 100), the rest is
+    // counted from all the queued.
+    let listed = waiters.queue.len();
+    if listed > SHOWN_IN_LINE || listed == lock_core::MAX_LISTED_WAITERS {
+        let more = waiters.queued.saturating_sub(listed.min(SHOWN_IN_LINE));
+        out.push_str(&format!(
+            "and {more} more queued (--json lists the first 100)\n"
+        ));
     }
     out
 }
@@ -106,5 +111,22 @@ mod tests {
              owners:\n"
         );
         assert!(shown.contains(&expected), "{shown}");
+    }
+
+    #[test]
+    fn a_long_line_is_shown_in_part_and_counted_whole() {
+        let mut seen = Inspection::new("ledger");
+        seen.waiters = Waiters::all_listed(150);
+        for n in 0..lock_core::MAX_LISTED_WAITERS {
+            seen.waiters
+                .queue
+                .push(Waiter::new(LockKind::Fair, format!("w{n}")));
+        }
+        let shown = text(&seen);
+        assert_eq!(
+            shown.lines().filter(|l| l.ends_with("  fair  ?")).count(),
+            20
+        );
+        assert!(shown.contains("and 130 more queued"), "{shown}");
     }
 }

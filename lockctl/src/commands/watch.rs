@@ -11,7 +11,7 @@ use lock_core::{Inspection, LockError, Locker};
 use tokio::time::MissedTickBehavior;
 
 use crate::exit::Exit;
-use crate::output::{WIDTH, warn};
+use crate::output::{WIDTH, closed, warn};
 use crate::table::{Table, cut};
 use crate::text::{WAITERS_LEGEND, duration_text, kind_text, waiters_cell};
 
@@ -46,6 +46,9 @@ pub struct Frames {
     last: HashMap<String, Seen>,
     /// Every key held at the last frame, shown or past `--limit`.
     held: HashSet<String>,
+    /// Whether a frame has seen the store yet (there is nothing to compare
+    /// with before).
+    looked: bool,
 }
 
 /// What one look at the store found: the first held keys, inspected, and
@@ -120,10 +123,10 @@ impl Frames {
             let state = Seen::of(inspection);
             // A key first shown now was either held beyond `--limit` (its
             // changes unknown) or newly held.
-            let changed = match (self.number, self.last.get(key)) {
-                (1, _) => String::new(),
-                (_, None) if self.held.contains(key) => String::new(),
-                (_, before) => changes(before, &state),
+            let changed = match (self.looked, self.last.get(key)) {
+                (false, _) => String::new(),
+                (true, None) if self.held.contains(key) => String::new(),
+                (true, before) => changes(before, &state),
             };
             for (at, holder) in inspection.holders.iter().enumerate() {
                 let first = at == 0;
@@ -161,6 +164,7 @@ impl Frames {
         out.push('\n');
         self.last = now;
         self.held = look.held.clone();
+        self.looked = true;
         out
     }
 }
@@ -174,7 +178,11 @@ async fn look(locker: &Locker, pattern: &str, limit: usize) -> Result<Look, Lock
     for key in keys.iter().take(limit) {
         shown.push(locker.inspect(key).await?);
     }
-    let held = keys.into_iter().collect();
+    let mut held: HashSet<String> = keys.into_iter().collect();
+    // Released between the listing and the inspection: not held.
+    for gone in shown.iter().filter(|seen| !seen.is_held()) {
+        held.remove(&gone.key);
+    }
     Ok(Look { shown, held })
 }
 
@@ -232,12 +240,13 @@ pub async fn run(
             (false, _) => "\n",
         };
         let mut out = std::io::stdout().lock();
-        // A closed pipe (`| head`) ends the watch.
-        if write!(out, "{lead}{frame}")
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            break;
+        // A closed pipe (`| head`) ends the watch; another failure fails it.
+        if let Err(err) = write!(out, "{lead}{frame}").and_then(|()| out.flush()) {
+            if closed(&err) {
+                break;
+            }
+            warn(&format!("error: the output could not be written: {err}"));
+            return Ok(Exit::Error);
         }
         if count.is_some_and(|n| frames.number >= n) {
             break;
@@ -321,6 +330,18 @@ mod tests {
         for line in shown.lines() {
             assert!(line.chars().count() <= WIDTH, "{line}");
         }
+    }
+
+    #[test]
+    fn after_a_failed_first_look_nothing_is_new() {
+        let mut frames = Frames::default();
+        let err = LockError::InvalidUrl {
+            source: lock_core::StoreError::not_applied("unreachable"),
+        };
+        frames.next("order:*", Err(&err), UNIX_EPOCH);
+        let seen = look(vec![held("order:1", "a:1", 5, 0)], &[]);
+        let shown = frames.next("order:*", Ok(&seen), UNIX_EPOCH);
+        assert!(line_of(&shown, "order:1").ends_with("3.0s  0"), "{shown}");
     }
 
     #[test]
