@@ -38,9 +38,9 @@ use commands::{leader, list, release, schema, show, watch};
 use exit::Exit;
 
 /// The command that needs a store, run on it.
-async fn on_store(url: &str, args: Args) -> Result<Exit, LockError> {
+async fn on_store(url: &str, args: Args) -> Result<Exit, Box<dyn std::error::Error>> {
     let locker = connect::locker(url, &args.namespace).await?;
-    match args.command {
+    let done = match args.command {
         Command::List { pattern, json } => list::run(&locker, &pattern, json).await,
         Command::Show { key, json } => show::run(&locker, &key, json).await,
         Command::Leader { key, json } => leader::run(&locker, &key, json).await,
@@ -53,7 +53,8 @@ async fn on_store(url: &str, args: Args) -> Result<Exit, LockError> {
         Command::Release { key, .. } => release::run(&locker, &key).await,
         // Answered in `main`, without a store.
         Command::Schema { .. } | Command::Completions { .. } => Ok(Exit::Done),
-    }
+    };
+    Ok(done?)
 }
 
 #[tokio::main]
@@ -91,8 +92,8 @@ async fn main() -> ExitCode {
     match on_store(&url, args).await {
         Ok(exit) => exit.into(),
         Err(err) => {
-            output::report(&err);
-            if let LockError::UnsupportedScheme { scheme, .. } = &err {
+            output::report(&*err);
+            if let Some(LockError::UnsupportedScheme { scheme, .. }) = err.downcast_ref() {
                 output::warn(&format!(
                     "  this lockctl reaches no `{scheme}://` store: install one that does, e.g. \
                      `cargo install --path lockctl --features etcd`"

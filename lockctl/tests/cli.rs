@@ -372,7 +372,17 @@ fn every_command_on_postgres() {
 #[test]
 fn every_command_on_zookeeper() {
     let server = ZooKeeperServer::start();
-    every_command(&ZooKeeperServer::url(std::slice::from_ref(&server)));
+    let url = format!(
+        "{}/payments",
+        ZooKeeperServer::url(std::slice::from_ref(&server))
+    );
+    // lockctl makes no chroot: a missing one is an error, each time.
+    for _ in 0..2 {
+        let run = lockctl(&["--url", &url, "show", "order:7"]);
+        assert_eq!(run.code, Some(1), "{}{}", run.out, run.err);
+        assert!(run.err.contains("no chroot `/payments`"), "{}", run.err);
+    }
+    every_command(&url);
 }
 
 /// `--help` on every command, the usage errors, completions, and a store

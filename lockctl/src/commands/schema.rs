@@ -8,6 +8,10 @@ type Printed = Result<(String, String), Box<dyn std::error::Error>>;
 
 /// The DDL and grants, or why not (a bad namespace, role or database name,
 /// or a store this build lacks).
+#[cfg_attr(
+    not(all(feature = "postgres", feature = "mysql")),
+    allow(unused_variables)
+)]
 fn printed(namespace: &str, role: &str, mysql: Option<&str>) -> Printed {
     match mysql {
         #[cfg(feature = "mysql")]
