@@ -73,11 +73,16 @@ impl Locker {
             .force_release(&keys)
             .await
             .map_err(|err| LockError::from_store(key, Operation::ForceRelease, err))?;
+        let by = format!("{}/pid {}", self.config().label, std::process::id());
+        if forced.removed == 0 {
+            tracing::debug!(key, %by, "force-release found nothing to remove");
+            return Ok(forced);
+        }
         tracing::warn!(
             key,
             removed = forced.removed,
             tokens_up_to = forced.tokens_up_to.map(FencingToken::get),
-            by = %format_args!("{}/pid {}", self.config().label, std::process::id()),
+            %by,
             "lock force-released: its holders lose their leases"
         );
         Ok(forced)

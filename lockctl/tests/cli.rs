@@ -279,6 +279,11 @@ fn every_command(url: &str) {
         (run.code, run.out.as_str()),
         (Some(3), "order:7: not held; nothing removed\n")
     );
+    assert!(
+        !run.err.contains("force-released"),
+        "nothing was: {}",
+        run.err
+    );
 }
 
 #[test]
