@@ -198,4 +198,10 @@ impl Holder {
     pub fn process(&self) -> Option<String> {
         crate::owner::process_of(&self.owner)
     }
+
+    /// The holding Locker's [`label`](crate::LockerBuilder::label); `None`
+    /// for an owner value lock-core did not make.
+    pub fn label(&self) -> Option<&str> {
+        crate::owner::label_of(&self.owner)
+    }
 }

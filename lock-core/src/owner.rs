@@ -132,6 +132,13 @@ pub fn process_of(owner: &str) -> Option<String> {
     (parts.next().is_some() && pid.parse::<u32>().is_ok()).then(|| format!("{label}/pid {pid}"))
 }
 
+/// The Locker label of an owner value made here (`<label>:...`); `None`
+/// for a value not made here.
+pub fn label_of(owner: &str) -> Option<&str> {
+    process_of(owner)?;
+    owner.split(':').next()
+}
+
 /// Longest value an election's candidate publishes, in bytes.
 pub const MAX_VALUE_LEN: usize = 256;
 

@@ -133,6 +133,12 @@ impl Waiter {
     pub fn process(&self) -> Option<String> {
         crate::owner::process_of(&self.owner)
     }
+
+    /// The waiting Locker's [`label`](crate::LockerBuilder::label); `None`
+    /// for an owner value lock-core did not make.
+    pub fn label(&self) -> Option<&str> {
+        crate::owner::label_of(&self.owner)
+    }
 }
 
 /// What a store knows of the waiters it keeps no entry for (see

@@ -107,12 +107,6 @@ fn millis(d: Option<Duration>) -> Option<u64> {
     d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The label of an owner value lock-core made (`<label>:...`).
-fn label_of(owner: &str) -> Option<String> {
-    lock_core::Waiter::new(LockKind::Exclusive, owner).process()?;
-    owner.split(':').next().map(str::to_owned)
-}
-
 impl From<&Holder> for HolderView {
     fn from(holder: &Holder) -> Self {
         let of = match holder.kind {
@@ -123,7 +117,7 @@ impl From<&Holder> for HolderView {
             kind: holder.kind.to_string(),
             of,
             segment: holder.segment,
-            label: label_of(&holder.owner),
+            label: holder.label().map(str::to_owned),
             process: holder.process(),
             owner: holder.owner.clone(),
             token: holder.token.get(),
@@ -142,7 +136,7 @@ impl From<&Waiters> for WaitersView {
         };
         let queue = waiters.queue.iter().map(|waiter| WaiterView {
             kind: waiter.kind.to_string(),
-            label: label_of(&waiter.owner),
+            label: waiter.label().map(str::to_owned),
             process: waiter.process(),
             owner: waiter.owner.clone(),
         });

@@ -53,12 +53,10 @@ pub struct Leader {
 
 impl Leader {
     fn of(key: &str, holder: Holder) -> Self {
-        let process = holder.process();
-        let label = process.as_ref().and(holder.owner.split(':').next());
         Leader {
             key: key.to_owned(),
-            label: label.map(str::to_owned),
-            process,
+            label: holder.label().map(str::to_owned),
+            process: holder.process(),
             value: owner::value_of(&holder.owner),
             owner: holder.owner,
             token: holder.token,
